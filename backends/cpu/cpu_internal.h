@@ -1,0 +1,87 @@
+/* Internal declarations of the CPU plugin: buffers, the thread pool, kernel
+ * configs and kernel entry points. Not installed. */
+#ifndef TESSERA_CPU_INTERNAL_H
+#define TESSERA_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/plugin.h"
+
+/* ---- memory ---- */
+
+typedef struct cpu_buffer {
+  void *data; /* 64-byte aligned */
+  uint64_t bytes;
+} cpu_buffer;
+
+/* Address of a tensor's first element. */
+static inline char *cpu_tensor_base(const tsr_plugin_tensor *t) {
+  return (char *)((const cpu_buffer *)t->buffer)->data + t->offset;
+}
+
+/* ---- thread pool (pool.c) ---- */
+
+typedef struct cpu_pool cpu_pool;
+
+/* fn runs over [begin, end) chunks of [0, n); `worker` is 0..threads-1 and is
+ * unique among concurrently running chunks (index per-thread scratch with it). */
+typedef void (*cpu_range_fn)(void *context, int64_t begin, int64_t end, int worker);
+
+cpu_pool *cpu_pool_create(int threads);
+void cpu_pool_destroy(cpu_pool *pool);
+int cpu_pool_threads(const cpu_pool *pool);
+/* Splits [0, n) into chunks of at least `grain` items over the pool's threads
+ * (the caller's thread takes part) and returns when all are done. Calls from
+ * several threads at once are serialised. */
+void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_fn fn,
+                           void *context);
+
+/* What a kernel runs with. A kernel that fails writes a sentence into `error`
+ * (the plugin reports it to the caller) and returns the status. */
+typedef struct cpu_exec {
+  cpu_pool *pool;
+  char *error;
+  size_t error_capacity;
+} cpu_exec;
+
+/* ---- kernel configs (configs.c) ---- */
+
+/* GEMM: BLIS-style blocking. Panels of A (MC x KC) and B (KC x NC) are packed
+ * to f32; an MR x NR register block is the inner kernel. */
+typedef struct cpu_gemm_config {
+  const char *name;
+  int mr, nr;     /* register block */
+  int mc, kc, nc; /* cache blocks */
+} cpu_gemm_config;
+
+/* Attention: tiles of queries and keys, online softmax. */
+typedef struct cpu_attention_config {
+  const char *name;
+  int block_q;
+  int block_kv;
+} cpu_attention_config;
+
+/* Row ops (norms, softmax, cross entropy) and elementwise ops have one
+ * variant each for now: the row-parallel kernel. */
+
+/* ---- kernels (kernels/*.c) ---- */
+
+tsr_status cpu_gemm_run(const cpu_exec *exec, const tsr_gemm_args *args,
+                        const cpu_gemm_config *config);
+tsr_status cpu_grouped_gemm_run(const cpu_exec *exec, const tsr_grouped_gemm_args *args,
+                                const cpu_gemm_config *config);
+tsr_status cpu_attention_run(const cpu_exec *exec, const tsr_attention_args *args,
+                             const cpu_attention_config *config);
+tsr_status cpu_rmsnorm_run(const cpu_exec *exec, const tsr_rmsnorm_args *args);
+tsr_status cpu_layernorm_run(const cpu_exec *exec, const tsr_layernorm_args *args);
+tsr_status cpu_softmax_run(const cpu_exec *exec, const tsr_softmax_args *args);
+tsr_status cpu_rope_run(const cpu_exec *exec, const tsr_rope_args *args);
+tsr_status cpu_swiglu_run(const cpu_exec *exec, const tsr_swiglu_args *args);
+tsr_status cpu_gelu_run(const cpu_exec *exec, const tsr_gelu_args *args);
+tsr_status cpu_cross_entropy_run(const cpu_exec *exec, const tsr_cross_entropy_args *args);
+
+/* Activation in float, shared by the GEMM epilogue and the gelu kernel. */
+float cpu_activation(int32_t activation, float x);
+
+#endif /* TESSERA_CPU_INTERNAL_H */

@@ -1,0 +1,397 @@
+/*
+ * tessera plugin ABI.
+ *
+ * The only contract between libtessera (the core) and a backend plugin. A
+ * plugin is a shared library that does NOT link against libtessera. It exports
+ * two symbols:
+ *
+ *   uint32_t tsr_plugin_negotiate(uint32_t core_max_abi);
+ *       The core offers the highest ABI version it speaks; the plugin answers
+ *       with the highest version it speaks that is <= core_max_abi, or 0 when
+ *       it speaks none of them.
+ *
+ *   const void *tsr_plugin_entry(uint32_t abi);
+ *       The function table for that version (for abi 1: tsr_plugin_v1), which
+ *       stays valid while the library is loaded.
+ *
+ * Rules that keep the ABI stable:
+ * - Every table and argument struct starts with its size; fields are only
+ *   appended. A reader checks struct_size before touching a later field.
+ * - A NULL function pointer means "not supported"; the core says so to users.
+ * - The core validates every op argument before a plugin sees it: a plugin may
+ *   rely on shapes, dtypes, ranks and bounds being consistent (see each args
+ *   struct), and only has to say whether it can run the case.
+ * - A plugin loads on a machine without its vendor runtime: it dlopens the
+ *   runtime in init and reports zero devices (with the reason logged at debug
+ *   level) when it is missing.
+ * - Functions return tsr_status values; on failure a plugin may describe the
+ *   problem through host->set_error before returning.
+ */
+#ifndef TESSERA_PLUGIN_H
+#define TESSERA_PLUGIN_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tessera.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSR_PLUGIN_ABI_VERSION 1
+#define TSR_PLUGIN_NEGOTIATE_SYMBOL "tsr_plugin_negotiate"
+#define TSR_PLUGIN_ENTRY_SYMBOL "tsr_plugin_entry"
+
+typedef uint32_t (*tsr_plugin_negotiate_fn)(uint32_t core_max_abi);
+typedef const void *(*tsr_plugin_entry_fn)(uint32_t abi);
+
+/* ------------------------------------------------------------------------ */
+/* Host services: what the core offers a plugin (passed to init)             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tsr_host_services {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  /* Logs a message at a tsr_log_level; the core prefixes the plugin name. */
+  void (*log)(void *host_handle, int level, const char *fmt, ...)
+      __attribute__((format(printf, 3, 4)));
+  /* Sets the detail of the error the current call is about to return; the
+   * core turns it into tsr_last_error() ("tsr_gemm: <detail>"). */
+  void (*set_error)(void *host_handle, const char *fmt, ...)
+      __attribute__((format(printf, 2, 3)));
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *pointer);
+  /* Environment lookup, NULL in setuid programs for the core's own paths. */
+  const char *(*get_env)(const char *name);
+  /* Looks up the tuning database (user file first, then system files) for a
+   * row; writes the variant and returns 1 when found, 0 otherwise. */
+  int (*tuning_lookup)(void *host_handle, const char *device_key, const char *op,
+                       const char *dtype, const char *shape_class, char *variant,
+                       size_t capacity);
+  void *host_handle; /* first argument of log, set_error, tuning_lookup */
+} tsr_host_services;
+
+/* ------------------------------------------------------------------------ */
+/* Tensors and op arguments as plugins receive them                          */
+/* ------------------------------------------------------------------------ */
+
+/* A validated tensor. `buffer` is the plugin's own buffer handle (from
+ * buffer_alloc); NULL means the optional tensor is absent. Validation has
+ * checked that every element lies inside the buffer. */
+typedef struct tsr_plugin_tensor {
+  void *buffer;
+  uint64_t offset; /* bytes */
+  int32_t dtype;   /* tsr_dtype */
+  int32_t rank;
+  int64_t shape[TSR_MAX_RANK];
+  int64_t strides[TSR_MAX_RANK]; /* elements */
+} tsr_plugin_tensor;
+
+/* gemm: a [batch, M, K], b [batch, K, N], d [batch, M, N] (always rank 3: the
+ * core adds a batch of 1 with stride 0 for 2-D calls); c absent or as d; bias
+ * absent or rank 1 [N]. alpha, beta as given (beta is 0 when c is absent). */
+typedef struct tsr_gemm_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor a, b, c, bias, d;
+  float alpha, beta;
+  int32_t activation; /* tsr_activation */
+  int32_t compute;    /* tsr_compute_mode */
+} tsr_gemm_args;
+
+/* grouped gemm: a [T, K], b [G, K, N], bias absent or [G, N], d [T, N].
+ * group_sizes (G entries, sum T) is core memory valid during the call only:
+ * a plugin that runs the op later copies it. */
+typedef struct tsr_grouped_gemm_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor a, b, bias, d;
+  const int64_t *group_sizes;
+  int64_t group_count;
+  float alpha;
+  int32_t activation;
+  int32_t compute;
+} tsr_grouped_gemm_args;
+
+/* attention: q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D], o like q, lse absent or
+ * f32 [B, Hq, Sq]. scale already resolved (never 0). window_right is 0 when
+ * causal was asked; negative windows mean unbounded. */
+typedef struct tsr_attention_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor q, k, v, o, lse;
+  float scale;
+  int32_t causal;
+  int64_t window_left, window_right;
+} tsr_attention_args;
+
+/* Row ops: the last dimension is the row; earlier dimensions (any strides)
+ * index the rows. tsr_plugin_row_count / tsr_plugin_row_offset walk them. */
+typedef struct tsr_rmsnorm_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor x, residual, weight, y, residual_out;
+  float eps;
+} tsr_rmsnorm_args;
+
+typedef struct tsr_layernorm_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor x, weight, bias, y;
+  float eps;
+} tsr_layernorm_args;
+
+typedef struct tsr_softmax_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor x, y;
+  float scale; /* resolved, never 0 */
+} tsr_softmax_args;
+
+/* rope: x, y [B, S, H, D]; theta and rotary_dim resolved (never 0). */
+typedef struct tsr_rope_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor x, y;
+  int64_t position_offset;
+  float theta;
+  int32_t rotary_dim;
+  int32_t style; /* tsr_rope_style */
+} tsr_rope_args;
+
+typedef struct tsr_swiglu_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor gate, up, y;
+} tsr_swiglu_args;
+
+typedef struct tsr_gelu_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor x, y;
+  int32_t approximate; /* tsr_gelu_approx */
+} tsr_gelu_args;
+
+/* cross entropy: logits [R, V], targets i32 [R], loss f32 [R], lse absent or
+ * f32 [R]. */
+typedef struct tsr_cross_entropy_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor logits, targets, loss, lse;
+  int64_t ignore_index;
+} tsr_cross_entropy_args;
+
+/* ------------------------------------------------------------------------ */
+/* Kernel variants                                                           */
+/* ------------------------------------------------------------------------ */
+
+#define TSR_PLUGIN_MAX_VARIANTS 32
+
+typedef struct tsr_plugin_variant {
+  char name[64];         /* stable: used in tuning rows and overrides */
+  char description[160]; /* parameters, for `tessera explain` */
+} tsr_plugin_variant;
+
+typedef struct tsr_plugin_variant_list {
+  uint32_t struct_size;
+  uint32_t count;          /* variants that can run this problem */
+  int32_t heuristic;       /* index the built-in heuristic picks */
+  char reason[256];        /* why the heuristic picked it */
+  tsr_plugin_variant variants[TSR_PLUGIN_MAX_VARIANTS];
+} tsr_plugin_variant_list;
+
+/* ------------------------------------------------------------------------ */
+/* The function table, ABI version 1                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tsr_plugin_v1 {
+  uint32_t struct_size;
+  uint32_t abi_version; /* 1 */
+  const char *name;     /* backend name: "cpu", "cuda", ... */
+  const char *version;  /* the plugin's own version string */
+
+  /* Loads the vendor runtime and enumerates devices. Returning an error makes
+   * the core skip the plugin (with `reason` in its report); no runtime or no
+   * device is not an error: return TSR_OK and report zero devices. */
+  tsr_status (*init)(const tsr_host_services *host, void **plugin, char *reason,
+                     size_t reason_capacity);
+  void (*shutdown)(void *plugin);
+
+  uint32_t (*device_count)(void *plugin);
+  /* Fills the fields it knows; the core fills backend, selector, device_key. */
+  tsr_status (*device_info)(void *plugin, uint32_t index, tsr_device_info *info);
+  tsr_status (*device_open)(void *plugin, uint32_t index, void **device);
+  void (*device_close)(void *device);
+
+  tsr_status (*buffer_alloc)(void *device, uint64_t bytes, void **buffer);
+  void (*buffer_free)(void *device, void *buffer);
+  /* Host address of a buffer's first byte; NULL when not host visible. */
+  void *(*buffer_host_pointer)(void *device, void *buffer);
+
+  tsr_status (*queue_create)(void *device, void **queue);
+  void (*queue_destroy)(void *queue);
+  /* Waits for the queue; returns (and clears) the first deferred op error. */
+  tsr_status (*queue_finish)(void *queue);
+  /* Ordered after earlier work; write returns when src may be reused, read
+   * when dst holds the data. */
+  tsr_status (*buffer_write)(void *queue, void *buffer, uint64_t offset, const void *src,
+                             uint64_t bytes);
+  tsr_status (*buffer_read)(void *queue, void *buffer, uint64_t offset, void *dst,
+                            uint64_t bytes);
+  tsr_status (*buffer_copy)(void *queue, void *src, uint64_t src_offset, void *dst,
+                            uint64_t dst_offset, uint64_t bytes);
+
+  tsr_status (*event_record)(void *queue, void **event);
+  tsr_status (*event_wait)(void *event);
+  tsr_status (*event_elapsed_ms)(void *start, void *end, double *ms);
+  void (*event_destroy)(void *event);
+
+  /* TSR_OK when the device can run this exact validated problem; otherwise
+   * TSR_ERROR_UNSUPPORTED with the reason through host->set_error. `args`
+   * points at the op's tsr_*_args. */
+  tsr_status (*op_supported)(void *device, tsr_op op, const void *args);
+  /* Lists the variants that can run the problem and the heuristic's pick. */
+  tsr_status (*op_variants)(void *device, tsr_op op, const void *args,
+                            tsr_plugin_variant_list *out);
+  /* Queues the op with the named variant (one of op_variants' names). */
+  tsr_status (*op_run)(void *queue, tsr_op op, const void *args, const char *variant);
+
+  /* Reserved for external memory (host pointer, CUDA device pointer,
+   * DLPack): NULL in plugins that do not wrap. kind is a tsr_external_kind
+   * of a later header version. */
+  tsr_status (*buffer_wrap)(void *device, int32_t kind, void *handle, uint64_t bytes,
+                            void **buffer);
+} tsr_plugin_v1;
+
+/* ------------------------------------------------------------------------ */
+/* Helpers for plugin authors (header-only: plugins do not link libtessera)   */
+/* ------------------------------------------------------------------------ */
+
+static inline float tsr_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { /* subnormal: normalise */
+      int e = -1;
+      do {
+        e++;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* Round to nearest even, overflow to inf, NaN stays NaN. */
+static inline uint16_t tsr_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) /* inf or NaN */
+    return (uint16_t)(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  if (abs >= 0x477ff000u) /* rounds to >= 65520: inf */
+    return (uint16_t)(sign | 0x7c00u);
+  if (abs < 0x38800000u) { /* below the smallest normal: subnormal or zero */
+    if (abs < 0x33000000u) /* below half the smallest subnormal */
+      return (uint16_t)sign;
+    uint32_t e = abs >> 23;
+    uint32_t m = (abs & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e; /* 14..24 */
+    uint32_t half = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1u);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u)))
+      half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t r = abs + 0xfffu + ((abs >> 13) & 1u); /* round to nearest even */
+  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+static inline float tsr_bf16_to_f32(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static inline uint16_t tsr_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* Reads element `index` (in elements from base) of a dtype as float. */
+static inline float tsr_load_as_f32(const void *base, int32_t dtype, int64_t index) {
+  switch (dtype) {
+  case TSR_DTYPE_F32:
+    return ((const float *)base)[index];
+  case TSR_DTYPE_F16:
+    return tsr_f16_to_f32(((const uint16_t *)base)[index]);
+  case TSR_DTYPE_BF16:
+    return tsr_bf16_to_f32(((const uint16_t *)base)[index]);
+  case TSR_DTYPE_I32:
+    return (float)((const int32_t *)base)[index];
+  default:
+    return NAN;
+  }
+}
+
+static inline void tsr_store_from_f32(void *base, int32_t dtype, int64_t index, float value) {
+  switch (dtype) {
+  case TSR_DTYPE_F32:
+    ((float *)base)[index] = value;
+    break;
+  case TSR_DTYPE_F16:
+    ((uint16_t *)base)[index] = tsr_f32_to_f16(value);
+    break;
+  case TSR_DTYPE_BF16:
+    ((uint16_t *)base)[index] = tsr_f32_to_bf16(value);
+    break;
+  case TSR_DTYPE_I32:
+    ((int32_t *)base)[index] = (int32_t)value;
+    break;
+  default:
+    break;
+  }
+}
+
+/* Rows of a row-op tensor: the product of all but the last extent. */
+static inline int64_t tsr_plugin_row_count(const tsr_plugin_tensor *t) {
+  int64_t rows = 1;
+  for (int32_t i = 0; i + 1 < t->rank; i++)
+    rows *= t->shape[i];
+  return rows;
+}
+
+/* Element offset (from the tensor's first element) of the start of row `row`,
+ * rows numbered in row-major order of the leading extents. */
+static inline int64_t tsr_plugin_row_offset(const tsr_plugin_tensor *t, int64_t row) {
+  int64_t offset = 0;
+  for (int32_t i = t->rank - 2; i >= 0; i--) {
+    int64_t extent = t->shape[i];
+    offset += (row % extent) * t->strides[i];
+    row /= extent;
+  }
+  return offset;
+}
+
+/* Element offset of a full index (rank entries). */
+static inline int64_t tsr_plugin_element_offset(const tsr_plugin_tensor *t, const int64_t *index) {
+  int64_t offset = 0;
+  for (int32_t i = 0; i < t->rank; i++)
+    offset += index[i] * t->strides[i];
+  return offset;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_PLUGIN_H */

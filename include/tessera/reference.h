@@ -1,0 +1,54 @@
+/*
+ * tessera fp64 reference ops: the single oracle that every device is checked
+ * against (`tessera check`), exported for cross-vendor testers.
+ *
+ * Each function takes the op's validated argument struct from plugin.h with
+ * one difference: a tensor's `buffer` is a host pointer to the memory the
+ * tensor's `offset` counts from. Inputs are read in their dtype and widened to
+ * double exactly; all arithmetic is double; nothing is rounded to the output
+ * dtype. Outputs are written as double, dense and row-major in the output
+ * tensor's shape (its strides are ignored). An absent optional output may have
+ * a NULL destination.
+ *
+ * The functions assume the arguments are consistent (as the core's validation
+ * makes them); they return TSR_ERROR_NULL_ARGUMENT for NULL pointers,
+ * TSR_ERROR_OUT_OF_MEMORY when scratch space cannot be had, and
+ * TSR_ERROR_INVALID_VALUE for a cross-entropy target outside [0, V) that is
+ * not ignore_index (the row's loss is NaN then).
+ */
+#ifndef TESSERA_REFERENCE_H
+#define TESSERA_REFERENCE_H
+
+#include "plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* d: batch * M * N values. */
+TSR_API tsr_status tsr_reference_gemm(const tsr_gemm_args *args, double *d);
+/* d: T * N values. */
+TSR_API tsr_status tsr_reference_grouped_gemm(const tsr_grouped_gemm_args *args, double *d);
+/* o: B * Sq * Hq * D values; lse (may be NULL): B * Hq * Sq values, -inf for a
+ * row that sees no key. */
+TSR_API tsr_status tsr_reference_attention(const tsr_attention_args *args, double *o, double *lse);
+/* y and residual_out (may be NULL): x's element count each. */
+TSR_API tsr_status tsr_reference_rmsnorm(const tsr_rmsnorm_args *args, double *y,
+                                         double *residual_out);
+TSR_API tsr_status tsr_reference_layernorm(const tsr_layernorm_args *args, double *y);
+TSR_API tsr_status tsr_reference_softmax(const tsr_softmax_args *args, double *y);
+TSR_API tsr_status tsr_reference_rope(const tsr_rope_args *args, double *y);
+TSR_API tsr_status tsr_reference_swiglu(const tsr_swiglu_args *args, double *y);
+TSR_API tsr_status tsr_reference_gelu(const tsr_gelu_args *args, double *y);
+/* loss and lse (may be NULL): R values each. */
+TSR_API tsr_status tsr_reference_cross_entropy(const tsr_cross_entropy_args *args, double *loss,
+                                               double *lse);
+
+/* Activation functions in double, as every device must approximate them. */
+TSR_API double tsr_reference_activation(tsr_activation activation, double x);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_REFERENCE_H */
