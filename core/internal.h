@@ -93,6 +93,8 @@ struct tsr_context {
 /* Reads manifests, loads plugins into context->plugins (loader.c). */
 tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_options *options);
 void tsr__unload_plugins(struct tsr_context *context);
+/* Frees every buffer, queue and event still linked to the context (memory.c). */
+void tsr__destroy_objects(struct tsr_context *context);
 /* Opens the plugin device on first use. */
 tsr_status tsr__device_handle(tsr_device *device, const char *call, void **handle);
 

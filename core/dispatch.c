@@ -1,0 +1,127 @@
+/* Op entry points: validate, ask the plugin, choose a variant, queue. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static tsr_status prepare(tsr_device *device, tsr_op op, const void *desc, const char *call,
+                          tsr__op_args *args, void **handle) {
+  if ((int)op < 0 || op >= TSR_OP_COUNT_)
+    return tsr__fail(TSR_ERROR_INVALID_VALUE, call, "op = %d is not a tsr_op", (int)op);
+  tsr_status st = tsr__validate_op(device, op, desc, call, args);
+  if (st != TSR_OK)
+    return st;
+  if (!(device->info.op_mask & (1u << op)))
+    return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "%s (%s) does not support %s",
+                     device->info.selector, device->info.name, tsr_op_name(op));
+  st = tsr__device_handle(device, call, handle);
+  if (st != TSR_OK)
+    return st;
+  st = device->plugin->table->op_supported(*handle, op, tsr__op_args_pointer(args));
+  if (st != TSR_OK) {
+    char fallback[160];
+    snprintf(fallback, sizeof fallback, "%s cannot run this %s problem", device->info.selector,
+             tsr_op_name(op));
+    return tsr__fail_plugin(st, call, fallback);
+  }
+  return TSR_OK;
+}
+
+tsr_status tsr_op_run(tsr_queue *queue, tsr_op op, const void *desc) {
+  const char *name = tsr_op_name(op);
+  char call[48];
+  snprintf(call, sizeof call, "tsr_%s", name ? name : "op_run");
+  tsr__clear_error();
+  if (!queue)
+    return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "queue is NULL");
+  tsr__op_args args;
+  void *handle;
+  tsr_status st = prepare(queue->device, op, desc, call, &args, &handle);
+  if (st != TSR_OK)
+    return st;
+  tsr_choice choice;
+  st = tsr__choose_variant(queue->device, &args, call, &choice);
+  if (st != TSR_OK)
+    return st;
+  st = queue->device->plugin->table->op_run(queue->handle, op, tsr__op_args_pointer(&args),
+                                            choice.variant);
+  if (st != TSR_OK)
+    return tsr__fail_plugin(st, call, "the plugin could not queue the op");
+  return TSR_OK;
+}
+
+tsr_status tsr_gemm(tsr_queue *queue, const tsr_gemm_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_GEMM, desc);
+}
+tsr_status tsr_grouped_gemm(tsr_queue *queue, const tsr_grouped_gemm_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_GROUPED_GEMM, desc);
+}
+tsr_status tsr_attention(tsr_queue *queue, const tsr_attention_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_ATTENTION, desc);
+}
+tsr_status tsr_rmsnorm(tsr_queue *queue, const tsr_rmsnorm_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_RMSNORM, desc);
+}
+tsr_status tsr_layernorm(tsr_queue *queue, const tsr_layernorm_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_LAYERNORM, desc);
+}
+tsr_status tsr_softmax(tsr_queue *queue, const tsr_softmax_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_SOFTMAX, desc);
+}
+tsr_status tsr_rope(tsr_queue *queue, const tsr_rope_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_ROPE, desc);
+}
+tsr_status tsr_swiglu(tsr_queue *queue, const tsr_swiglu_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_SWIGLU, desc);
+}
+tsr_status tsr_gelu(tsr_queue *queue, const tsr_gelu_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_GELU, desc);
+}
+tsr_status tsr_cross_entropy(tsr_queue *queue, const tsr_cross_entropy_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_CROSS_ENTROPY, desc);
+}
+
+tsr_status tsr_op_variants(tsr_device *device, tsr_op op, const void *desc, tsr_variant_list *out) {
+  static const char call[] = "tsr_op_variants";
+  tsr__clear_error();
+  if (!device || !out)
+    return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL", !device ? "device" : "out");
+  if (out->struct_size < sizeof(tsr_variant_list))
+    return tsr__fail(TSR_ERROR_STRUCT_SIZE, call,
+                     "out->struct_size = %zu but the smallest known is %zu", out->struct_size,
+                     sizeof(tsr_variant_list));
+  tsr__op_args args;
+  void *handle;
+  tsr_status st = prepare(device, op, desc, call, &args, &handle);
+  if (st != TSR_OK)
+    return st;
+  tsr_plugin_variant_list list;
+  memset(&list, 0, sizeof list);
+  list.struct_size = sizeof list;
+  st = device->plugin->table->op_variants(handle, op, tsr__op_args_pointer(&args), &list);
+  if (st != TSR_OK)
+    return tsr__fail_plugin(st, call, "the plugin could not list variants");
+  out->count = list.count > TSR_MAX_VARIANTS ? TSR_MAX_VARIANTS : list.count;
+  for (uint32_t i = 0; i < out->count; i++) {
+    tsr__strlcpy(out->names[i], list.variants[i].name, sizeof out->names[i]);
+    tsr__strlcpy(out->descriptions[i], list.variants[i].description, sizeof out->descriptions[i]);
+  }
+  return TSR_OK;
+}
+
+tsr_status tsr_op_explain(tsr_device *device, tsr_op op, const void *desc, tsr_choice *out) {
+  static const char call[] = "tsr_op_explain";
+  tsr__clear_error();
+  if (!device || !out)
+    return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL", !device ? "device" : "out");
+  if (out->struct_size < sizeof(tsr_choice))
+    return tsr__fail(TSR_ERROR_STRUCT_SIZE, call,
+                     "out->struct_size = %zu but the smallest known is %zu", out->struct_size,
+                     sizeof(tsr_choice));
+  tsr__op_args args;
+  void *handle;
+  tsr_status st = prepare(device, op, desc, call, &args, &handle);
+  if (st != TSR_OK)
+    return st;
+  return tsr__choose_variant(device, &args, call, out);
+}
