@@ -65,7 +65,7 @@ typedef struct cpu_attention_config {
 /* Row ops (norms, softmax, cross entropy) and elementwise ops have one
  * variant each for now: the row-parallel kernel. */
 
-/* ---- kernels (kernels/*.c) ---- */
+/* ---- kernels (one file per op family in kernels/) ---- */
 
 tsr_status cpu_gemm_run(const cpu_exec *exec, const tsr_gemm_args *args,
                         const cpu_gemm_config *config);
