@@ -1,0 +1,161 @@
+/* tessera devices / tessera info: what the plugins found, and why a plugin
+ * that found nothing was skipped. */
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+
+static const char *plugin_state_name(tsr_plugin_state state) {
+  switch (state) {
+  case TSR_PLUGIN_LOADED:
+    return "loaded";
+  case TSR_PLUGIN_SKIPPED:
+    return "skipped";
+  case TSR_PLUGIN_FILTERED:
+    return "filtered";
+  default:
+    return "unknown";
+  }
+}
+
+static int print_plugin_reports(tsr_context *context) {
+  uint32_t count = 0;
+  tsr_status status = tsr_plugin_count(context, &count);
+  if (status != TSR_OK) {
+    cli_api_error("tsr_plugin_count", status);
+    return EXIT_FAILED;
+  }
+  printf("\nplugins (%u manifests):\n", count);
+  if (count == 0)
+    printf("  none found: set TESSERA_PLUGIN_PATH or install a plugin package\n");
+  for (uint32_t i = 0; i < count; i++) {
+    tsr_plugin_report report;
+    memset(&report, 0, sizeof report);
+    report.struct_size = sizeof report;
+    status = tsr_plugin_get_report(context, i, &report);
+    if (status != TSR_OK) {
+      cli_api_error("tsr_plugin_get_report", status);
+      return EXIT_FAILED;
+    }
+    printf("  %s: %s", report.name, plugin_state_name(report.state));
+    if (report.state == TSR_PLUGIN_LOADED)
+      printf(", ABI %u, %u device%s", report.abi_version, report.device_count,
+             report.device_count == 1 ? "" : "s");
+    printf("\n    manifest: %s\n    library:  %s\n", report.manifest, report.library);
+    if (report.reason[0] != '\0')
+      printf("    reason:   %s\n", report.reason);
+  }
+  return EXIT_OK;
+}
+
+int cmd_devices(int argc, char **argv) {
+  bool verbose = false;
+  arg_cursor c;
+  arg_begin(&c, argc, argv);
+  while (!arg_done(&c)) {
+    if (arg_flag(&c, "--verbose") || arg_flag(&c, "-v"))
+      verbose = true;
+    else
+      return arg_unknown(&c, "devices");
+  }
+  if (c.failed)
+    return EXIT_USAGE;
+
+  tsr_context *context = open_context();
+  if (context == NULL)
+    return EXIT_FAILED;
+  uint32_t count = 0;
+  tsr_status status = tsr_device_count(context, &count);
+  if (status != TSR_OK) {
+    cli_api_error("tsr_device_count", status);
+    tsr_context_destroy(context);
+    return EXIT_FAILED;
+  }
+  if (count == 0) {
+    printf("no devices found%s\n", verbose ? "" : " (run 'tessera devices --verbose' for why)");
+  } else {
+    printf("%-5s %-12s %-5s %-40s %10s %5s  %s\n", "index", "selector", "type", "name", "memory",
+           "units", "dtypes");
+  }
+  int rc = EXIT_OK;
+  for (uint32_t i = 0; i < count; i++) {
+    tsr_device *device = NULL;
+    tsr_device_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    status = tsr_device_get(context, i, &device);
+    if (status == TSR_OK)
+      status = tsr_device_get_info(device, &info);
+    if (status != TSR_OK) {
+      cli_api_error("tsr_device_get_info", status);
+      rc = EXIT_FAILED;
+      continue;
+    }
+    char memory[32], dtypes[64];
+    format_bytes(memory, sizeof memory, info.memory_bytes);
+    format_dtype_mask(dtypes, sizeof dtypes, info.dtype_mask);
+    printf("%-5u %-12s %-5s %-40.40s %10s %5u  %s\n", i, info.selector, device_type_name(info.type),
+           info.name, memory, info.compute_units, dtypes);
+  }
+  if (verbose && print_plugin_reports(context) != EXIT_OK)
+    rc = EXIT_FAILED;
+  tsr_context_destroy(context);
+  return rc;
+}
+
+int cmd_info(int argc, char **argv) {
+  const char *selector = NULL;
+  arg_cursor c;
+  arg_begin(&c, argc, argv);
+  while (!arg_done(&c)) {
+    const char *value = NULL;
+    if (arg_value(&c, "--device", &value)) {
+      selector = value;
+    } else if (selector == NULL && arg_current(&c)[0] != '-') {
+      selector = arg_current(&c);
+      c.index++;
+    } else {
+      return arg_unknown(&c, "info");
+    }
+  }
+  if (c.failed)
+    return EXIT_USAGE;
+  if (selector == NULL) {
+    cli_error("info: which device? (tessera info DEVICE, e.g. tessera info cpu:0)");
+    return EXIT_USAGE;
+  }
+
+  tsr_context *context = open_context();
+  if (context == NULL)
+    return EXIT_FAILED;
+  tsr_device *device = NULL;
+  tsr_device_info info;
+  int rc = select_one_device(context, selector, &device, &info);
+  if (rc != EXIT_OK) {
+    tsr_context_destroy(context);
+    return rc;
+  }
+  char memory[32], dtypes[64], ops[256];
+  format_bytes(memory, sizeof memory, info.memory_bytes);
+  format_dtype_mask(dtypes, sizeof dtypes, info.dtype_mask);
+  format_op_mask(ops, sizeof ops, info.op_mask);
+  printf("selector:        %s\n", info.selector);
+  printf("backend:         %s (device %u of this backend)\n", info.backend, info.backend_index);
+  printf("type:            %s\n", device_type_name(info.type));
+  printf("vendor:          %s\n", info.vendor);
+  printf("name:            %s\n", info.name);
+  printf("arch:            %s\n", info.arch);
+  printf("physical id:     %s\n", info.physical_id[0] ? info.physical_id : "-");
+  printf("driver version:  %s\n", info.driver_version[0] ? info.driver_version : "-");
+  printf("memory:          %s (%llu bytes)\n", memory, (unsigned long long)info.memory_bytes);
+  printf("compute units:   %u\n", info.compute_units);
+  printf("host visible:    %s\n", info.host_visible ? "yes" : "no");
+  printf("device key:      %s\n", info.device_key);
+  printf("dtypes:          %s\n", dtypes);
+  printf("ops:             %s\n", ops);
+  char db[1024];
+  if (tsr_tuning_user_path(db, sizeof db) == TSR_OK)
+    printf("user tuning db:  %s\n", db);
+  tsr_context_destroy(context);
+  return EXIT_OK;
+}

@@ -1,0 +1,193 @@
+/* One op problem on one device: the tensors it needs laid out in their own
+ * buffers (optionally between poisoned guard bands), random inputs rounded to
+ * the dtype, the public descriptor that runs it, the fp64 reference of its
+ * outputs and the comparison of a device's outputs with that reference.
+ * `check`, `bench`, `tune` and `explain` all build their problems here. */
+#ifndef TESSERA_TOOLS_PROBLEM_H
+#define TESSERA_TOOLS_PROBLEM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tessera/tessera.h"
+
+#define PROBLEM_MAX_GROUPS 16
+#define PROBLEM_MAX_TENSORS 6
+
+/* ---- what a problem is: the parameters of each op ---- */
+
+typedef struct gemm_spec {
+  int64_t batch; /* 0 or 1: plain 2-D tensors; > 1: rank-3 tensors */
+  int64_t m, n, k;
+  bool trans_a; /* a is stored [K, M] and viewed transposed */
+  bool trans_b; /* b is stored [N, K] and viewed transposed */
+  bool share_b; /* one b for the whole batch (batch stride 0) */
+  bool has_c;
+  bool c_in_place; /* c is d itself (in-place residual) */
+  bool has_bias;
+  bool out_f32; /* d, c and bias in f32 for f16/bf16 inputs */
+  float alpha, beta;
+  tsr_activation activation;
+} gemm_spec;
+
+typedef struct grouped_gemm_spec {
+  int64_t group_count, n, k;
+  int64_t group_sizes[PROBLEM_MAX_GROUPS];
+  bool has_bias;
+  bool out_f32;
+  float alpha;
+  tsr_activation activation;
+} grouped_gemm_spec;
+
+typedef struct attention_spec {
+  int64_t batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
+  bool bhsd; /* q, k, v, o stored [B, H, S, D]: a BSHD view with permuted strides */
+  bool causal;
+  int64_t window_left, window_right; /* -1: unbounded */
+  bool has_lse;
+  float scale; /* 0: 1/sqrt(D) */
+} attention_spec;
+
+/* rmsnorm, layernorm, softmax, swiglu, gelu: tensors of `rank` extents whose
+ * last dimension is the row; `pad` extra elements per row in the stride of
+ * the second-to-last dimension (padded rows, inputs and outputs alike). */
+typedef struct rows_spec {
+  int32_t rank;
+  int64_t shape[TSR_MAX_RANK];
+  int64_t pad;
+  bool has_residual, has_residual_out; /* rmsnorm */
+  bool has_weight, has_bias;           /* rmsnorm: weight; layernorm: both */
+  bool weight_f32;                     /* weight (and bias) in f32 */
+  float eps;                           /* norms; 0: the descriptor's default */
+  float scale;                         /* softmax; 0: 1 */
+  bool masked;                         /* softmax: some -inf inputs, one row all -inf */
+  tsr_gelu_approx approximate;         /* gelu */
+} rows_spec;
+
+typedef struct rope_spec {
+  int64_t batch, seq, heads, head_dim;
+  int32_t rotary_dim; /* 0: head_dim */
+  tsr_rope_style style;
+  int64_t position_offset;
+  float theta; /* 0: 10000 */
+  bool in_place;
+  bool bhsd;
+} rope_spec;
+
+typedef struct cross_entropy_spec {
+  int64_t rows, vocab, pad;
+  int64_t ignore_index;
+  int64_t ignore_every; /* every n-th row's target is ignore_index; 0: none */
+  bool has_lse;
+} cross_entropy_spec;
+
+typedef struct problem_spec {
+  tsr_op op;
+  tsr_dtype dtype;
+  union {
+    gemm_spec gemm;
+    grouped_gemm_spec grouped;
+    attention_spec attention;
+    rows_spec rows;
+    rope_spec rope;
+    cross_entropy_spec cross_entropy;
+  };
+} problem_spec;
+
+/* A one-line description of the problem ("1793x17x127 trans_b bias+relu"). */
+void problem_describe(const problem_spec *spec, char *buf, size_t capacity);
+
+/* The problem's extents in SHAPE syntax ("1x8x8x1024x1024x64 causal"). */
+void problem_format_shape(const problem_spec *spec, char *buf, size_t capacity);
+
+/* Fills `spec` from a SHAPE argument (syntax in problem_shape_help()).
+ * Prints the error and returns false when it does not fit the op. */
+bool problem_spec_from_shape(problem_spec *spec, tsr_op op, tsr_dtype dtype, const char *shape,
+                             bool causal);
+/* Help text on SHAPE syntax, one line per op. */
+const char *problem_shape_help(void);
+
+/* Floating-point operations (multiply-add = 2) of the problem; 0 for ops
+ * that are bound by memory. */
+double problem_flops(const problem_spec *spec);
+/* Bytes an ideal implementation reads and writes. */
+double problem_bytes(const problem_spec *spec);
+
+/* ---- a built problem ---- */
+
+typedef enum tensor_role { ROLE_INPUT, ROLE_OUTPUT, ROLE_INOUT } tensor_role;
+
+typedef struct problem_tensor {
+  const char *name;
+  tensor_role role;
+  tsr_tensor view;            /* view.buffer set once allocated */
+  int alias;                  /* index of the tensor whose buffer this one is; -1: own */
+  size_t buffer_bytes;        /* guard + data + guard */
+  unsigned char *image;       /* the buffer's initial contents (owned when alias < 0) */
+  unsigned char *output_mask; /* bytes an output may change (own buffers) */
+  int64_t numel;
+  double *reference; /* outputs: fp64 reference, dense row-major */
+  double *observed;  /* outputs: what the device wrote, after problem_verify */
+  double bound;      /* outputs: allowed relative error */
+} problem_tensor;
+
+typedef union problem_desc {
+  tsr_gemm_desc gemm;
+  tsr_grouped_gemm_desc grouped;
+  tsr_attention_desc attention;
+  tsr_rmsnorm_desc rmsnorm;
+  tsr_layernorm_desc layernorm;
+  tsr_softmax_desc softmax;
+  tsr_rope_desc rope;
+  tsr_swiglu_desc swiglu;
+  tsr_gelu_desc gelu;
+  tsr_cross_entropy_desc cross_entropy;
+} problem_desc;
+
+typedef struct problem {
+  problem_spec spec;
+  int tensor_count;
+  problem_tensor tensors[PROBLEM_MAX_TENSORS];
+  problem_desc desc;
+  int64_t group_sizes[PROBLEM_MAX_GROUPS]; /* the grouped descriptor points here */
+  char error[512];                         /* why build/verify failed */
+} problem;
+
+typedef struct problem_build_options {
+  size_t guard_bytes; /* poisoned bytes before and after each tensor */
+  bool keep_images;   /* false: free host copies after upload (bench) */
+} problem_build_options;
+
+/* Lays the problem out, allocates its buffers on `device`, fills the inputs
+ * from `seed` and uploads everything through `queue` (finished on return).
+ * On failure the error is in p->error (and tsr_last_error()); call
+ * problem_destroy either way. */
+tsr_status problem_build(problem *p, const problem_spec *spec, tsr_device *device, tsr_queue *queue,
+                         uint64_t seed, const problem_build_options *options);
+/* Computes the fp64 reference of every output (needs keep_images). */
+tsr_status problem_reference(problem *p);
+/* Queues the op through the public API (variant may be NULL: automatic). */
+tsr_status problem_run(problem *p, tsr_queue *queue, const char *variant);
+/* Writes the initial contents back (outputs NaN again), finished on return. */
+tsr_status problem_reset(problem *p, tsr_queue *queue);
+/* The descriptor for tsr_op_variants / explain / tuning (variant NULL). */
+const void *problem_descriptor(problem *p);
+
+typedef struct verify_result {
+  bool passed;
+  double error;      /* largest normwise relative error over the outputs */
+  double bound;      /* the bound of the output with the largest error/bound ratio */
+  char message[512]; /* the first problem found; "" when passed */
+} verify_result;
+
+/* Reads every buffer back and checks guard bands, untouched inputs and
+ * padding, finiteness and the error of each output against its reference.
+ * Keeps what the device wrote in tensors[].observed. */
+tsr_status problem_verify(problem *p, tsr_queue *queue, verify_result *result);
+/* Compares the observed outputs of two verified problems of the same spec
+ * with each other, relative to the reference, against the same bounds. */
+void problem_compare(const problem *a, const problem *b, verify_result *result);
+
+void problem_destroy(problem *p);
+
+#endif /* TESSERA_TOOLS_PROBLEM_H */
