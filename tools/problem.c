@@ -999,35 +999,14 @@ void problem_destroy(problem *p) {
 /* Reference and error bounds                                                */
 /* ------------------------------------------------------------------------ */
 
-/* The host copy of a tensor as the reference takes it. */
-static tsr_plugin_tensor host_tensor(const problem *p, const char *name) {
-  tsr_plugin_tensor h;
-  memset(&h, 0, sizeof h);
-  int i = find_tensor(p, name);
-  if (i < 0)
-    return h;
-  const problem_tensor *t = &p->tensors[i];
-  h.buffer = t->image;
-  h.offset = t->view.offset;
-  h.dtype = (int32_t)t->view.dtype;
-  h.rank = t->view.rank;
-  memcpy(h.shape, t->view.shape, sizeof h.shape);
-  memcpy(h.strides, t->view.strides, sizeof h.strides);
-  return h;
-}
-
-/* GEMM arguments are rank 3; a 2-D tensor gets a batch of 1 with stride 0. */
-static tsr_plugin_tensor as_rank3(tsr_plugin_tensor t) {
-  if (t.buffer != NULL && t.rank == 2) {
-    t.shape[2] = t.shape[1];
-    t.strides[2] = t.strides[1];
-    t.shape[1] = t.shape[0];
-    t.strides[1] = t.strides[0];
-    t.shape[0] = 1;
-    t.strides[0] = 0;
-    t.rank = 3;
-  }
-  return t;
+/* The host copy of a buffer's whole contents: the image of the tensor that
+ * owns it (aliases share their owner's buffer). */
+static const void *host_copy_of(void *user, const tsr_buffer *buffer) {
+  const problem *p = user;
+  for (int i = 0; i < p->tensor_count; i++)
+    if (p->tensors[i].alias < 0 && p->tensors[i].view.buffer == buffer)
+      return p->tensors[i].image;
+  return NULL;
 }
 
 static double *reference_of(problem *p, const char *name) {
@@ -1035,133 +1014,54 @@ static double *reference_of(problem *p, const char *name) {
   return i < 0 ? NULL : p->tensors[i].reference;
 }
 
+/* The core normalises the descriptor (tsr_reference_prepare), so the oracle
+ * sees exactly the problem the plugin sees. */
 tsr_status problem_reference(problem *p) {
   if (p->tensor_count == 0 || p->tensors[0].image == NULL)
     return TSR_ERROR_INVALID_VALUE; /* built without keep_images */
+  tsr_device *device;
+  tsr_status status = tsr_buffer_device(p->tensors[0].view.buffer, &device);
+  if (status != TSR_OK)
+    return status;
+  union {
+    tsr_gemm_args gemm;
+    tsr_grouped_gemm_args grouped;
+    tsr_attention_args attention;
+    tsr_rmsnorm_args rmsnorm;
+    tsr_layernorm_args layernorm;
+    tsr_softmax_args softmax;
+    tsr_rope_args rope;
+    tsr_swiglu_args swiglu;
+    tsr_gelu_args gelu;
+    tsr_cross_entropy_args cross_entropy;
+  } args;
+  status = tsr_reference_prepare(device, p->spec.op, problem_descriptor(p), host_copy_of, p, &args,
+                                 sizeof args);
+  if (status != TSR_OK)
+    return status;
   switch (p->spec.op) {
-  case TSR_OP_GEMM: {
-    const gemm_spec *g = &p->spec.gemm;
-    tsr_gemm_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.a = as_rank3(host_tensor(p, "a"));
-    args.b = as_rank3(host_tensor(p, "b"));
-    args.d = as_rank3(host_tensor(p, "d"));
-    if (g->has_c)
-      args.c = g->c_in_place ? args.d : as_rank3(host_tensor(p, "c"));
-    args.bias = host_tensor(p, "bias");
-    args.alpha = g->alpha;
-    args.beta = g->has_c ? g->beta : 0.0f;
-    args.activation = g->activation;
-    args.compute = TSR_COMPUTE_STRICT;
-    return tsr_reference_gemm(&args, reference_of(p, "d"));
-  }
-  case TSR_OP_GROUPED_GEMM: {
-    const grouped_gemm_spec *g = &p->spec.grouped;
-    tsr_grouped_gemm_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.a = host_tensor(p, "a");
-    args.b = host_tensor(p, "b");
-    args.bias = host_tensor(p, "bias");
-    args.d = host_tensor(p, "d");
-    args.group_sizes = g->group_sizes;
-    args.group_count = g->group_count;
-    args.alpha = g->alpha;
-    args.activation = g->activation;
-    args.compute = TSR_COMPUTE_STRICT;
-    return tsr_reference_grouped_gemm(&args, reference_of(p, "d"));
-  }
-  case TSR_OP_ATTENTION: {
-    const attention_spec *a = &p->spec.attention;
-    tsr_attention_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.q = host_tensor(p, "q");
-    args.k = host_tensor(p, "k");
-    args.v = host_tensor(p, "v");
-    args.o = host_tensor(p, "o");
-    args.lse = host_tensor(p, "lse");
-    args.scale = a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim));
-    args.causal = a->causal;
-    args.window_left = a->window_left;
-    args.window_right = a->causal ? 0 : a->window_right;
-    return tsr_reference_attention(&args, reference_of(p, "o"), reference_of(p, "lse"));
-  }
-  case TSR_OP_RMSNORM: {
-    tsr_rmsnorm_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.x = host_tensor(p, "x");
-    args.residual = host_tensor(p, "residual");
-    args.weight = host_tensor(p, "weight");
-    args.y = host_tensor(p, "y");
-    args.residual_out = host_tensor(p, "residual_out");
-    args.eps = p->desc.rmsnorm.eps;
-    return tsr_reference_rmsnorm(&args, reference_of(p, "y"), reference_of(p, "residual_out"));
-  }
-  case TSR_OP_LAYERNORM: {
-    tsr_layernorm_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.x = host_tensor(p, "x");
-    args.weight = host_tensor(p, "weight");
-    args.bias = host_tensor(p, "bias");
-    args.y = host_tensor(p, "y");
-    args.eps = p->desc.layernorm.eps;
-    return tsr_reference_layernorm(&args, reference_of(p, "y"));
-  }
-  case TSR_OP_SOFTMAX: {
-    tsr_softmax_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.x = host_tensor(p, "x");
-    args.y = host_tensor(p, "y");
-    args.scale = p->spec.rows.scale != 0.0f ? p->spec.rows.scale : 1.0f;
-    return tsr_reference_softmax(&args, reference_of(p, "y"));
-  }
-  case TSR_OP_ROPE: {
-    const rope_spec *r = &p->spec.rope;
-    tsr_rope_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.x = host_tensor(p, "x");
-    args.y = r->in_place ? args.x : host_tensor(p, "y");
-    args.position_offset = r->position_offset;
-    args.theta = r->theta != 0.0f ? r->theta : 10000.0f;
-    args.rotary_dim = r->rotary_dim != 0 ? r->rotary_dim : (int32_t)r->head_dim;
-    args.style = r->style;
-    return tsr_reference_rope(&args, reference_of(p, r->in_place ? "x" : "y"));
-  }
-  case TSR_OP_SWIGLU: {
-    tsr_swiglu_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.gate = host_tensor(p, "gate");
-    args.up = host_tensor(p, "up");
-    args.y = host_tensor(p, "y");
-    return tsr_reference_swiglu(&args, reference_of(p, "y"));
-  }
-  case TSR_OP_GELU: {
-    tsr_gelu_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.x = host_tensor(p, "x");
-    args.y = host_tensor(p, "y");
-    args.approximate = p->spec.rows.approximate;
-    return tsr_reference_gelu(&args, reference_of(p, "y"));
-  }
-  case TSR_OP_CROSS_ENTROPY: {
-    tsr_cross_entropy_args args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.logits = host_tensor(p, "logits");
-    args.targets = host_tensor(p, "targets");
-    args.loss = host_tensor(p, "loss");
-    args.lse = host_tensor(p, "lse");
-    args.ignore_index = p->spec.cross_entropy.ignore_index;
-    return tsr_reference_cross_entropy(&args, reference_of(p, "loss"), reference_of(p, "lse"));
-  }
+  case TSR_OP_GEMM:
+    return tsr_reference_gemm(&args.gemm, reference_of(p, "d"));
+  case TSR_OP_GROUPED_GEMM:
+    return tsr_reference_grouped_gemm(&args.grouped, reference_of(p, "d"));
+  case TSR_OP_ATTENTION:
+    return tsr_reference_attention(&args.attention, reference_of(p, "o"), reference_of(p, "lse"));
+  case TSR_OP_RMSNORM:
+    return tsr_reference_rmsnorm(&args.rmsnorm, reference_of(p, "y"),
+                                 reference_of(p, "residual_out"));
+  case TSR_OP_LAYERNORM:
+    return tsr_reference_layernorm(&args.layernorm, reference_of(p, "y"));
+  case TSR_OP_SOFTMAX:
+    return tsr_reference_softmax(&args.softmax, reference_of(p, "y"));
+  case TSR_OP_ROPE:
+    return tsr_reference_rope(&args.rope, reference_of(p, p->spec.rope.in_place ? "x" : "y"));
+  case TSR_OP_SWIGLU:
+    return tsr_reference_swiglu(&args.swiglu, reference_of(p, "y"));
+  case TSR_OP_GELU:
+    return tsr_reference_gelu(&args.gelu, reference_of(p, "y"));
+  case TSR_OP_CROSS_ENTROPY:
+    return tsr_reference_cross_entropy(&args.cross_entropy, reference_of(p, "loss"),
+                                       reference_of(p, "lse"));
   default:
     return TSR_ERROR_INVALID_VALUE;
   }

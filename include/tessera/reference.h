@@ -25,6 +25,22 @@
 extern "C" {
 #endif
 
+/* Maps a device buffer to the address of a host copy of its whole contents;
+ * NULL when there is none. */
+typedef const void *(*tsr_reference_host_fn)(void *user, const tsr_buffer *buffer);
+
+/* The arguments `op` would hand a plugin, ready for the tsr_reference_*
+ * function: validates `desc` exactly as tsr_op_run does on `device`, applies
+ * the same normalisation (defaults resolved, 2-D GEMM as a batch of 1, beta 0
+ * without c, causal as window_right 0, ...) and writes the op's args struct
+ * (tsr_gemm_args for TSR_OP_GEMM, ...) into `args` (`capacity` bytes), with
+ * each tensor's `buffer` replaced by host_of(user, its tsr_buffer). A grouped
+ * GEMM's group_sizes still points into `desc`. Fails like the op would, or
+ * with TSR_ERROR_NOT_FOUND when host_of has no copy of a buffer. */
+TSR_API tsr_status tsr_reference_prepare(tsr_device *device, tsr_op op, const void *desc,
+                                         tsr_reference_host_fn host_of, void *user, void *args,
+                                         size_t capacity);
+
 /* d: batch * M * N values. */
 TSR_API tsr_status tsr_reference_gemm(const tsr_gemm_args *args, double *d);
 /* d: T * N values. */
