@@ -75,8 +75,8 @@ static tsr_status enumerate_devices(tsr_context *context) {
       device->info.struct_size = sizeof device->info;
       tsr__strlcpy(device->info.backend, slot->table->name, sizeof device->info.backend);
       device->info.backend_index = i;
-      snprintf(device->info.selector, sizeof device->info.selector, "%s:%u",
-               device->info.backend, i);
+      snprintf(device->info.selector, sizeof device->info.selector, "%s:%u", device->info.backend,
+               i);
       tsr__device_key(&device->info, device->info.device_key, sizeof device->info.device_key);
       context->devices[context->device_count++] = device;
     }
@@ -94,10 +94,10 @@ tsr_status tsr_context_create(const tsr_context_options *options, tsr_context **
     return tsr__fail(TSR_ERROR_STRUCT_SIZE, call,
                      "options->struct_size = %zu but the smallest known is %zu",
                      options->struct_size, sizeof(tsr_context_options));
-  if (options && ((int)options->log_level < TSR_LOG_DEFAULT ||
-                  (int)options->log_level > TSR_LOG_DEBUG))
-    return tsr__fail(TSR_ERROR_INVALID_VALUE, call, "options->log_level = %d is not a tsr_log_level",
-                     (int)options->log_level);
+  if (options &&
+      ((int)options->log_level < TSR_LOG_DEFAULT || (int)options->log_level > TSR_LOG_DEBUG))
+    return tsr__fail(TSR_ERROR_INVALID_VALUE, call,
+                     "options->log_level = %d is not a tsr_log_level", (int)options->log_level);
   if (options && options->log_level != TSR_LOG_DEFAULT)
     tsr__set_log_level(options->log_level);
   tsr_context *context = calloc(1, sizeof *context);
@@ -150,8 +150,9 @@ tsr_status tsr_plugin_count(tsr_context *context, uint32_t *count) {
 static tsr_status copy_sized(void *dst, size_t dst_size, const void *src, size_t src_size,
                              size_t min_size, const char *call, const char *what) {
   if (dst_size < min_size)
-    return tsr__fail(TSR_ERROR_STRUCT_SIZE, call, "%s->struct_size = %zu but the smallest known is %zu",
-                     what, dst_size, min_size);
+    return tsr__fail(TSR_ERROR_STRUCT_SIZE, call,
+                     "%s->struct_size = %zu but the smallest known is %zu", what, dst_size,
+                     min_size);
   size_t n = dst_size < src_size ? dst_size : src_size;
   memcpy(dst, src, n);
   *(size_t *)dst = dst_size;
@@ -262,8 +263,8 @@ tsr_status tsr_device_open(tsr_context *context, const char *selector, tsr_devic
         break;
       used += (size_t)n;
     }
-    return tsr__fail(TSR_ERROR_NOT_FOUND, call, "%s '%s' matches no device (available: %s)",
-                     origin, selector, context->device_count ? available : "none");
+    return tsr__fail(TSR_ERROR_NOT_FOUND, call, "%s '%s' matches no device (available: %s)", origin,
+                     selector, context->device_count ? available : "none");
   }
   *out = device;
   return TSR_OK;

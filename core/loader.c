@@ -18,8 +18,8 @@
 
 typedef struct manifest {
   char library[1024];
-  uint32_t abi;   /* 0: not given */
-  char arch[64];  /* "": not given */
+  uint32_t abi;  /* 0: not given */
+  char arch[64]; /* "": not given */
 } manifest;
 
 typedef struct dir_list {
@@ -310,11 +310,10 @@ static void load_one(tsr_plugin_slot *slot, const tsr_context_options *options) 
   }
   resolve_library(r->manifest, m.library, r->library, sizeof r->library);
 
-  const char *only = options && options->backends ? options->backends
-                                                  : tsr__getenv("TESSERA_BACKENDS");
-  const char *drop = options && options->disable_backends
-                         ? options->disable_backends
-                         : tsr__getenv("TESSERA_DISABLE_BACKENDS");
+  const char *only =
+      options && options->backends ? options->backends : tsr__getenv("TESSERA_BACKENDS");
+  const char *drop = options && options->disable_backends ? options->disable_backends
+                                                          : tsr__getenv("TESSERA_DISABLE_BACKENDS");
   if (only && *only && !tsr__list_contains(only, r->name)) {
     skip(slot, TSR_PLUGIN_FILTERED, "not in TESSERA_BACKENDS=%s", only);
     return;
@@ -366,8 +365,7 @@ static void load_one(tsr_plugin_slot *slot, const tsr_context_options *options) 
     /* Ask what it would speak with no ceiling, only to word the reason. */
     uint32_t highest = negotiate(UINT32_MAX);
     if (highest > TSR_PLUGIN_ABI_VERSION)
-      skip(slot, TSR_PLUGIN_SKIPPED,
-           "plugin speaks only ABI versions newer than %d (it offers %u)",
+      skip(slot, TSR_PLUGIN_SKIPPED, "plugin speaks only ABI versions newer than %d (it offers %u)",
            TSR_PLUGIN_ABI_VERSION, highest);
     else
       skip(slot, TSR_PLUGIN_SKIPPED, "plugin speaks only ABI versions older than %d",
@@ -503,8 +501,8 @@ tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_opti
       }
     }
     if (first) {
-      skip(slot, TSR_PLUGIN_SKIPPED, "duplicate name: %s was first found at %s",
-           slot->report.name, first->report.manifest);
+      skip(slot, TSR_PLUGIN_SKIPPED, "duplicate name: %s was first found at %s", slot->report.name,
+           first->report.manifest);
       continue;
     }
     load_one(slot, options);

@@ -215,7 +215,9 @@ tsr_status tsr_buffer_write(tsr_queue *queue, tsr_buffer *buffer, size_t offset,
   tsr__clear_error();
   if (!queue || !buffer || (!src && bytes))
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL",
-                     !queue ? "queue" : !buffer ? "buffer" : "src");
+                     !queue    ? "queue"
+                     : !buffer ? "buffer"
+                               : "src");
   tsr_status st = check_queue_buffer(call, queue, buffer, "buffer");
   if (st == TSR_OK)
     st = check_range(call, "write", offset, bytes, buffer->size);
@@ -231,7 +233,9 @@ tsr_status tsr_buffer_read(tsr_queue *queue, const tsr_buffer *buffer, size_t of
   tsr__clear_error();
   if (!queue || !buffer || (!dst && bytes))
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL",
-                     !queue ? "queue" : !buffer ? "buffer" : "dst");
+                     !queue    ? "queue"
+                     : !buffer ? "buffer"
+                               : "dst");
   tsr_status st = check_queue_buffer(call, queue, buffer, "buffer");
   if (st == TSR_OK)
     st = check_range(call, "read", offset, bytes, buffer->size);
@@ -247,7 +251,9 @@ tsr_status tsr_buffer_copy(tsr_queue *queue, const tsr_buffer *src, size_t src_o
   tsr__clear_error();
   if (!queue || !src || !dst)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL",
-                     !queue ? "queue" : !src ? "src" : "dst");
+                     !queue ? "queue"
+                     : !src ? "src"
+                            : "dst");
   tsr_status st = check_queue_buffer(call, queue, src, "src");
   if (st == TSR_OK)
     st = check_queue_buffer(call, queue, dst, "dst");
@@ -310,7 +316,9 @@ tsr_status tsr_event_elapsed_ms(tsr_event *start, tsr_event *end, double *ms) {
   tsr__clear_error();
   if (!start || !end || !ms)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL",
-                     !start ? "start" : !end ? "end" : "ms");
+                     !start ? "start"
+                     : !end ? "end"
+                            : "ms");
   if (start->queue->device != end->queue->device)
     return tsr__fail(TSR_ERROR_WRONG_DEVICE, call, "start is on %s but end is on %s",
                      start->queue->device->info.selector, end->queue->device->info.selector);

@@ -31,15 +31,6 @@ static const int tensor_fields[TSR_OP_COUNT_][6] = {
 };
 #undef T
 
-static size_t args_size(tsr_op op) {
-  static const size_t sizes[TSR_OP_COUNT_] = {
-      sizeof(tsr_gemm_args),         sizeof(tsr_grouped_gemm_args), sizeof(tsr_attention_args),
-      sizeof(tsr_rmsnorm_args),      sizeof(tsr_layernorm_args),    sizeof(tsr_softmax_args),
-      sizeof(tsr_rope_args),         sizeof(tsr_swiglu_args),       sizeof(tsr_gelu_args),
-      sizeof(tsr_cross_entropy_args)};
-  return sizes[op];
-}
-
 /* The public buffer whose plugin handle validation put into the args. */
 static const tsr_buffer *buffer_of_handle(tsr_device *device, const void *handle) {
   tsr_context *context = device->context;
@@ -66,9 +57,9 @@ tsr_status tsr_reference_prepare(tsr_device *device, tsr_op op, const void *desc
                                 : "args");
   if ((int)op < 0 || op >= TSR_OP_COUNT_)
     return tsr__fail(TSR_ERROR_INVALID_VALUE, call, "op = %d is not a tsr_op", (int)op);
-  if (capacity < args_size(op))
+  if (capacity < tsr_plugin_args_size(op))
     return tsr__fail(TSR_ERROR_BAD_SIZE, call, "capacity = %zu but the %s args need %zu bytes",
-                     capacity, tsr_op_name(op), args_size(op));
+                     capacity, tsr_op_name(op), tsr_plugin_args_size(op));
   tsr__op_args normalised;
   tsr_status st = tsr__validate_op(device, op, desc, call, &normalised);
   if (st != TSR_OK)
@@ -86,6 +77,6 @@ tsr_status tsr_reference_prepare(tsr_device *device, tsr_op op, const void *desc
                        "host_of gave no host copy of a %s tensor's buffer", tsr_op_name(op));
     t->buffer = (void *)host;
   }
-  memcpy(args, prepared, args_size(op));
+  memcpy(args, prepared, tsr_plugin_args_size(op));
   return TSR_OK;
 }

@@ -47,8 +47,8 @@ void tsr__shape_class(const tsr__op_args *args, char *buf, size_t capacity) {
   }
   case TSR_OP_ATTENTION: {
     const tsr_attention_args *a = &args->u.attention;
-    snprintf(buf, capacity, "d%lldsq%lldskv%lld%s", (long long)a->q.shape[3],
-             bucket(a->q.shape[1]), bucket(a->k.shape[1]), a->causal ? "c" : "");
+    snprintf(buf, capacity, "d%lldsq%lldskv%lld%s", (long long)a->q.shape[3], bucket(a->q.shape[1]),
+             bucket(a->k.shape[1]), a->causal ? "c" : "");
     break;
   }
   case TSR_OP_RMSNORM:
@@ -168,10 +168,12 @@ tsr_status tsr_tuning_user_path(char *buf, size_t capacity) {
   else if (home && *home)
     n = snprintf(buf, capacity, "%s/.cache/tessera/tuning.tsv", home);
   else
-    return tsr__fail(TSR_ERROR_NOT_FOUND, call,
-                     "no user tuning database: TESSERA_TUNING_DB, XDG_CACHE_HOME and HOME are unset");
+    return tsr__fail(
+        TSR_ERROR_NOT_FOUND, call,
+        "no user tuning database: TESSERA_TUNING_DB, XDG_CACHE_HOME and HOME are unset");
   if (n < 0 || (size_t)n >= capacity)
-    return tsr__fail(TSR_ERROR_BAD_SIZE, call, "capacity = %zu is too small for the path", capacity);
+    return tsr__fail(TSR_ERROR_BAD_SIZE, call, "capacity = %zu is too small for the path",
+                     capacity);
   return TSR_OK;
 }
 
@@ -190,9 +192,9 @@ static bool parse_row(char *line, char *fields[5]) {
   return n == 5;
 }
 
-static bool lookup_file(const char *path, const char *device_key, const char *op,
-                        const char *dtype, const char *shape_class, char *variant,
-                        size_t variant_capacity, char *source, size_t source_capacity) {
+static bool lookup_file(const char *path, const char *device_key, const char *op, const char *dtype,
+                        const char *shape_class, char *variant, size_t variant_capacity,
+                        char *source, size_t source_capacity) {
   FILE *f = fopen(path, "r");
   if (!f)
     return false;
@@ -247,8 +249,8 @@ bool tsr__tuning_lookup(const char *device_key, const char *op, const char *dtyp
     snprintf(path, sizeof path, "%s/.cache/tessera/tuning.tsv", home);
   else
     have_user = false;
-  if (have_user && lookup_file(path, device_key, op, dtype, shape_class, variant,
-                               variant_capacity, source, source_capacity))
+  if (have_user && lookup_file(path, device_key, op, dtype, shape_class, variant, variant_capacity,
+                               source, source_capacity))
     return true;
   const char *libdir = tsr__library_dir();
   if (!*libdir)
@@ -369,8 +371,8 @@ tsr_status tsr__choose_variant(tsr_device *device, const tsr__op_args *args, con
     return TSR_OK;
   }
   char source[1024];
-  if (tsr__tuning_lookup(choice->device_key, op, dtype, choice->shape_class, wanted,
-                         sizeof wanted, source, sizeof source)) {
+  if (tsr__tuning_lookup(choice->device_key, op, dtype, choice->shape_class, wanted, sizeof wanted,
+                         source, sizeof source)) {
     if (list_has(&list, wanted)) {
       tsr__strlcpy(choice->variant, wanted, sizeof choice->variant);
       choice->rule = TSR_CHOICE_TUNING_DB;
@@ -467,8 +469,8 @@ tsr_status tsr_tuning_record(tsr_device *device, tsr_op op, const void *desc, co
   }
   if (!wrote_header)
     fputs("# tessera tuning database: device-key op dtype shape-class variant\n", out);
-  fprintf(out, "%s\t%s\t%s\t%s\t%s\n", device->info.device_key, tsr_op_name(op), dtype,
-          shape_class, variant);
+  fprintf(out, "%s\t%s\t%s\t%s\t%s\n", device->info.device_key, tsr_op_name(op), dtype, shape_class,
+          variant);
   bool failed = ferror(out) != 0;
   if (fclose(out) != 0)
     failed = true;

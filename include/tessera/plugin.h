@@ -59,17 +59,15 @@ typedef struct tsr_host_services {
       __attribute__((format(printf, 3, 4)));
   /* Sets the detail of the error the current call is about to return; the
    * core turns it into tsr_last_error() ("tsr_gemm: <detail>"). */
-  void (*set_error)(void *host_handle, const char *fmt, ...)
-      __attribute__((format(printf, 2, 3)));
+  void (*set_error)(void *host_handle, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
   void *(*alloc)(size_t bytes);
   void (*free)(void *pointer);
   /* Environment lookup, NULL in setuid programs for the core's own paths. */
   const char *(*get_env)(const char *name);
   /* Looks up the tuning database (user file first, then system files) for a
    * row; writes the variant and returns 1 when found, 0 otherwise. */
-  int (*tuning_lookup)(void *host_handle, const char *device_key, const char *op,
-                       const char *dtype, const char *shape_class, char *variant,
-                       size_t capacity);
+  int (*tuning_lookup)(void *host_handle, const char *device_key, const char *op, const char *dtype,
+                       const char *shape_class, char *variant, size_t capacity);
   void *host_handle; /* first argument of log, set_error, tuning_lookup */
 } tsr_host_services;
 
@@ -186,9 +184,9 @@ typedef struct tsr_plugin_variant {
 
 typedef struct tsr_plugin_variant_list {
   uint32_t struct_size;
-  uint32_t count;          /* variants that can run this problem */
-  int32_t heuristic;       /* index the built-in heuristic picks */
-  char reason[256];        /* why the heuristic picked it */
+  uint32_t count;    /* variants that can run this problem */
+  int32_t heuristic; /* index the built-in heuristic picks */
+  char reason[256];  /* why the heuristic picked it */
   tsr_plugin_variant variants[TSR_PLUGIN_MAX_VARIANTS];
 } tsr_plugin_variant_list;
 
@@ -228,8 +226,7 @@ typedef struct tsr_plugin_v1 {
    * when dst holds the data. */
   tsr_status (*buffer_write)(void *queue, void *buffer, uint64_t offset, const void *src,
                              uint64_t bytes);
-  tsr_status (*buffer_read)(void *queue, void *buffer, uint64_t offset, void *dst,
-                            uint64_t bytes);
+  tsr_status (*buffer_read)(void *queue, void *buffer, uint64_t offset, void *dst, uint64_t bytes);
   tsr_status (*buffer_copy)(void *queue, void *src, uint64_t src_offset, void *dst,
                             uint64_t dst_offset, uint64_t bytes);
 
@@ -325,6 +322,35 @@ static inline uint16_t tsr_f32_to_bf16(float f) {
   if ((x & 0x7fffffffu) > 0x7f800000u)
     return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* Size of the args struct of an op (what op_run's `args` points at); 0 for
+ * an unknown op. A plugin that runs ops later copies this many bytes. */
+static inline size_t tsr_plugin_args_size(tsr_op op) {
+  switch (op) {
+  case TSR_OP_GEMM:
+    return sizeof(tsr_gemm_args);
+  case TSR_OP_GROUPED_GEMM:
+    return sizeof(tsr_grouped_gemm_args);
+  case TSR_OP_ATTENTION:
+    return sizeof(tsr_attention_args);
+  case TSR_OP_RMSNORM:
+    return sizeof(tsr_rmsnorm_args);
+  case TSR_OP_LAYERNORM:
+    return sizeof(tsr_layernorm_args);
+  case TSR_OP_SOFTMAX:
+    return sizeof(tsr_softmax_args);
+  case TSR_OP_ROPE:
+    return sizeof(tsr_rope_args);
+  case TSR_OP_SWIGLU:
+    return sizeof(tsr_swiglu_args);
+  case TSR_OP_GELU:
+    return sizeof(tsr_gelu_args);
+  case TSR_OP_CROSS_ENTROPY:
+    return sizeof(tsr_cross_entropy_args);
+  default:
+    return 0;
+  }
 }
 
 /* Reads element `index` (in elements from base) of a dtype as float. */

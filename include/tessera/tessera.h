@@ -44,21 +44,21 @@ extern "C" {
 
 typedef enum tsr_status {
   TSR_OK = 0,
-  TSR_ERROR_NULL_ARGUMENT = 1,    /* a required handle or pointer is NULL */
-  TSR_ERROR_INVALID_VALUE = 2,    /* an enum, flag, scalar or string is not allowed */
-  TSR_ERROR_STRUCT_SIZE = 3,      /* struct_size is smaller than the first version */
-  TSR_ERROR_DTYPE_MISMATCH = 4,   /* tensors' dtypes do not fit together */
-  TSR_ERROR_RANK = 5,             /* a tensor has the wrong number of dimensions */
-  TSR_ERROR_SHAPE_MISMATCH = 6,   /* tensors' extents do not fit together */
-  TSR_ERROR_BAD_SIZE = 7,         /* a negative extent or one whose byte size overflows */
-  TSR_ERROR_OUT_OF_BOUNDS = 8,    /* a tensor reaches outside its buffer */
-  TSR_ERROR_WRONG_DEVICE = 9,     /* a buffer or queue belongs to another device */
-  TSR_ERROR_UNSUPPORTED = 10,     /* valid, but this device/plugin cannot do it */
-  TSR_ERROR_OUT_OF_MEMORY = 11,   /* host or device allocation failed */
-  TSR_ERROR_NOT_FOUND = 12,       /* no device matches a selector; unknown variant */
-  TSR_ERROR_BACKEND = 13,         /* the plugin or vendor runtime failed */
-  TSR_ERROR_IO = 14,              /* a file could not be read or written */
-  TSR_ERROR_OVERLAP = 15          /* an output overlaps an input it may not alias */
+  TSR_ERROR_NULL_ARGUMENT = 1,  /* a required handle or pointer is NULL */
+  TSR_ERROR_INVALID_VALUE = 2,  /* an enum, flag, scalar or string is not allowed */
+  TSR_ERROR_STRUCT_SIZE = 3,    /* struct_size is smaller than the first version */
+  TSR_ERROR_DTYPE_MISMATCH = 4, /* tensors' dtypes do not fit together */
+  TSR_ERROR_RANK = 5,           /* a tensor has the wrong number of dimensions */
+  TSR_ERROR_SHAPE_MISMATCH = 6, /* tensors' extents do not fit together */
+  TSR_ERROR_BAD_SIZE = 7,       /* a negative extent or one whose byte size overflows */
+  TSR_ERROR_OUT_OF_BOUNDS = 8,  /* a tensor reaches outside its buffer */
+  TSR_ERROR_WRONG_DEVICE = 9,   /* a buffer or queue belongs to another device */
+  TSR_ERROR_UNSUPPORTED = 10,   /* valid, but this device/plugin cannot do it */
+  TSR_ERROR_OUT_OF_MEMORY = 11, /* host or device allocation failed */
+  TSR_ERROR_NOT_FOUND = 12,     /* no device matches a selector; unknown variant */
+  TSR_ERROR_BACKEND = 13,       /* the plugin or vendor runtime failed */
+  TSR_ERROR_IO = 14,            /* a file could not be read or written */
+  TSR_ERROR_OVERLAP = 15        /* an output overlaps an input it may not alias */
 } tsr_status;
 
 /* A short constant name for a status, e.g. "TSR_ERROR_SHAPE_MISMATCH". */
@@ -123,7 +123,8 @@ typedef struct tsr_context_options {
   tsr_log_level log_level;
 } tsr_context_options;
 
-#define TSR_CONTEXT_OPTIONS_INIT {sizeof(tsr_context_options), NULL, NULL, NULL, TSR_LOG_DEFAULT}
+#define TSR_CONTEXT_OPTIONS_INIT                                                                   \
+  { sizeof(tsr_context_options), NULL, NULL, NULL, TSR_LOG_DEFAULT }
 
 /* Creates a context: reads plugin manifests, loads the plugins that pass the
  * filters and enumerates their devices. Plugins that fail are skipped and
@@ -189,21 +190,21 @@ TSR_API tsr_op tsr_op_from_name(const char *name);
 
 typedef struct tsr_device_info {
   size_t struct_size;
-  char backend[32];        /* plugin name: "cpu", "cuda", "vulkan", "hip" */
-  char selector[48];       /* "cuda:0": opens exactly this device */
-  uint32_t backend_index;  /* index among this backend's devices */
+  char backend[32];       /* plugin name: "cpu", "cuda", "vulkan", "hip" */
+  char selector[48];      /* "cuda:0": opens exactly this device */
+  uint32_t backend_index; /* index among this backend's devices */
   tsr_device_type type;
-  char vendor[64];         /* "NVIDIA", "AMD", "Intel", "GenuineIntel" */
-  char name[256];          /* "NVIDIA H100 80GB HBM3" */
-  char arch[64];           /* "sm_90", "gfx942", "x86_64-avx512" */
-  char physical_id[64];    /* UUID or PCI id: the same GPU seen by two plugins */
+  char vendor[64];      /* "NVIDIA", "AMD", "Intel", "GenuineIntel" */
+  char name[256];       /* "NVIDIA H100 80GB HBM3" */
+  char arch[64];        /* "sm_90", "gfx942", "x86_64-avx512" */
+  char physical_id[64]; /* UUID or PCI id: the same GPU seen by two plugins */
   char driver_version[64];
-  uint64_t memory_bytes;   /* device memory (host RAM for the CPU) */
-  uint32_t compute_units;  /* SMs, CUs, cores */
-  uint32_t dtype_mask;     /* bit (1u << tsr_dtype) per supported dtype */
-  uint32_t op_mask;        /* bit (1u << tsr_op) per supported op */
-  uint32_t host_visible;   /* nonzero when buffers can be mapped (tsr_buffer_map) */
-  char device_key[256];    /* normalised key used by the tuning database */
+  uint64_t memory_bytes;  /* device memory (host RAM for the CPU) */
+  uint32_t compute_units; /* SMs, CUs, cores */
+  uint32_t dtype_mask;    /* bit (1u << tsr_dtype) per supported dtype */
+  uint32_t op_mask;       /* bit (1u << tsr_op) per supported op */
+  uint32_t host_visible;  /* nonzero when buffers can be mapped (tsr_buffer_map) */
+  char device_key[256];   /* normalised key used by the tuning database */
 } tsr_device_info;
 
 /* Number of devices of all loaded plugins. */
@@ -284,8 +285,8 @@ typedef struct tsr_tensor {
 
 /* A dense row-major view of `rank` extents at `offset` bytes into `buffer`.
  * Does not validate: the op that uses it does. */
-TSR_API tsr_tensor tsr_tensor_make(tsr_buffer *buffer, size_t offset, tsr_dtype dtype,
-                                   int32_t rank, const int64_t *shape);
+TSR_API tsr_tensor tsr_tensor_make(tsr_buffer *buffer, size_t offset, tsr_dtype dtype, int32_t rank,
+                                   const int64_t *shape);
 /* The view with dimensions d0 and d1 swapped (a transpose, no copy). */
 TSR_API tsr_tensor tsr_tensor_transpose(tsr_tensor tensor, int32_t d0, int32_t d1);
 /* Number of elements (product of the shape); 0 for rank 0 or a bad shape. */
@@ -447,16 +448,32 @@ typedef struct tsr_cross_entropy_desc {
 } tsr_cross_entropy_desc;
 
 /* Initialisers: zeroed tensors (absent), defaults documented above. */
-#define TSR_GEMM_DESC_INIT {sizeof(tsr_gemm_desc), {0}, {0}, {0}, {0}, {0}, 1.0f, 0.0f, TSR_ACT_NONE, TSR_COMPUTE_STRICT, NULL}
-#define TSR_GROUPED_GEMM_DESC_INIT {sizeof(tsr_grouped_gemm_desc), {0}, {0}, {0}, {0}, NULL, 0, 1.0f, TSR_ACT_NONE, TSR_COMPUTE_STRICT, NULL}
-#define TSR_ATTENTION_DESC_INIT {sizeof(tsr_attention_desc), {0}, {0}, {0}, {0}, {0}, 0.0f, 0, -1, -1, NULL}
-#define TSR_RMSNORM_DESC_INIT {sizeof(tsr_rmsnorm_desc), {0}, {0}, {0}, {0}, {0}, 1e-6f, NULL}
-#define TSR_LAYERNORM_DESC_INIT {sizeof(tsr_layernorm_desc), {0}, {0}, {0}, {0}, 1e-5f, NULL}
-#define TSR_SOFTMAX_DESC_INIT {sizeof(tsr_softmax_desc), {0}, {0}, 0.0f, NULL}
-#define TSR_ROPE_DESC_INIT {sizeof(tsr_rope_desc), {0}, {0}, 0, 0.0f, 0, TSR_ROPE_NEOX, NULL}
-#define TSR_SWIGLU_DESC_INIT {sizeof(tsr_swiglu_desc), {0}, {0}, {0}, NULL}
-#define TSR_GELU_DESC_INIT {sizeof(tsr_gelu_desc), {0}, {0}, TSR_GELU_ERF, NULL}
-#define TSR_CROSS_ENTROPY_DESC_INIT {sizeof(tsr_cross_entropy_desc), {0}, {0}, {0}, {0}, -100, NULL}
+#define TSR_GEMM_DESC_INIT                                                                         \
+  {                                                                                                \
+    sizeof(tsr_gemm_desc), {0}, {0}, {0}, {0}, {0}, 1.0f, 0.0f, TSR_ACT_NONE, TSR_COMPUTE_STRICT,  \
+        NULL                                                                                       \
+  }
+#define TSR_GROUPED_GEMM_DESC_INIT                                                                 \
+  {                                                                                                \
+    sizeof(tsr_grouped_gemm_desc), {0}, {0}, {0}, {0}, NULL, 0, 1.0f, TSR_ACT_NONE,                \
+        TSR_COMPUTE_STRICT, NULL                                                                   \
+  }
+#define TSR_ATTENTION_DESC_INIT                                                                    \
+  { sizeof(tsr_attention_desc), {0}, {0}, {0}, {0}, {0}, 0.0f, 0, -1, -1, NULL }
+#define TSR_RMSNORM_DESC_INIT                                                                      \
+  { sizeof(tsr_rmsnorm_desc), {0}, {0}, {0}, {0}, {0}, 1e-6f, NULL }
+#define TSR_LAYERNORM_DESC_INIT                                                                    \
+  { sizeof(tsr_layernorm_desc), {0}, {0}, {0}, {0}, 1e-5f, NULL }
+#define TSR_SOFTMAX_DESC_INIT                                                                      \
+  { sizeof(tsr_softmax_desc), {0}, {0}, 0.0f, NULL }
+#define TSR_ROPE_DESC_INIT                                                                         \
+  { sizeof(tsr_rope_desc), {0}, {0}, 0, 0.0f, 0, TSR_ROPE_NEOX, NULL }
+#define TSR_SWIGLU_DESC_INIT                                                                       \
+  { sizeof(tsr_swiglu_desc), {0}, {0}, {0}, NULL }
+#define TSR_GELU_DESC_INIT                                                                         \
+  { sizeof(tsr_gelu_desc), {0}, {0}, TSR_GELU_ERF, NULL }
+#define TSR_CROSS_ENTROPY_DESC_INIT                                                                \
+  { sizeof(tsr_cross_entropy_desc), {0}, {0}, {0}, {0}, -100, NULL }
 
 /* Each op validates every argument before anything is queued (see tsr_status),
  * picks a kernel variant (desc->variant, TESSERA_CONFIG, the tuning database,
@@ -498,9 +515,9 @@ typedef struct tsr_choice {
   size_t struct_size;
   char variant[64];
   tsr_choice_rule rule;
-  char shape_class[96];  /* the database key for this problem */
+  char shape_class[96]; /* the database key for this problem */
   char device_key[256];
-  char source[1024];     /* override origin, database file:line, or the heuristic's reason */
+  char source[1024]; /* override origin, database file:line, or the heuristic's reason */
 } tsr_choice;
 
 /* The kernel variants the device has for this op and problem (every one that
@@ -508,8 +525,7 @@ typedef struct tsr_choice {
 TSR_API tsr_status tsr_op_variants(tsr_device *device, tsr_op op, const void *desc,
                                    tsr_variant_list *out);
 /* Which variant the op would use on this device, and why. */
-TSR_API tsr_status tsr_op_explain(tsr_device *device, tsr_op op, const void *desc,
-                                  tsr_choice *out);
+TSR_API tsr_status tsr_op_explain(tsr_device *device, tsr_op op, const void *desc, tsr_choice *out);
 /* Appends (or replaces) the tuning row "device-key op dtype shape-class
  * variant" for this problem in the file `path` (NULL: the user database,
  * TESSERA_TUNING_DB or $XDG_CACHE_HOME/tessera/tuning.tsv). The variant must
