@@ -81,6 +81,16 @@ tsr_status cpu_swiglu_run(const cpu_exec *exec, const tsr_swiglu_args *args);
 tsr_status cpu_gelu_run(const cpu_exec *exec, const tsr_gelu_args *args);
 tsr_status cpu_cross_entropy_run(const cpu_exec *exec, const tsr_cross_entropy_args *args);
 
+/* A small dense product with the GEMM's own micro-kernels, for kernels that
+ * multiply tiles (attention's q k^T and p v):
+ *   c[i*ldc + j] (+)= sum_p a[i*lda + p] * b[p*b_row_stride + j*b_col_stride]
+ * for i < m, j < n, p < k; `accumulate` adds to c instead of overwriting it.
+ * Meant for tiles up to a few hundred in each extent; runs on the calling
+ * thread (no pool) with the active instruction set, using per-thread scratch. */
+void cpu_tile_gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                       const float *b, int64_t b_row_stride, int64_t b_col_stride, float *c,
+                       int64_t ldc, int accumulate);
+
 /* Activation in float, shared by the GEMM epilogue and the gelu kernel. */
 float cpu_activation(int32_t activation, float x);
 

@@ -205,6 +205,10 @@ typedef struct tsr_device_info {
   uint32_t op_mask;       /* bit (1u << tsr_op) per supported op */
   uint32_t host_visible;  /* nonzero when buffers can be mapped (tsr_buffer_map) */
   char device_key[256];   /* normalised key used by the tuning database */
+  /* Plugin-specific facts, one "key: value" per line (instruction-set
+   * features and the one in use, cache sizes, threads, compute capability):
+   * what `tessera info` prints under "details". */
+  char details[1024];
 } tsr_device_info;
 
 /* Number of devices of all loaded plugins. */
