@@ -104,18 +104,7 @@ tsr_status tsr__device_handle(tsr_device *device, const char *call, void **handl
 typedef struct tsr__op_args {
   tsr_op op;
   const char *variant; /* desc->variant (not copied) */
-  union {
-    tsr_gemm_args gemm;
-    tsr_grouped_gemm_args grouped_gemm;
-    tsr_attention_args attention;
-    tsr_rmsnorm_args rmsnorm;
-    tsr_layernorm_args layernorm;
-    tsr_softmax_args softmax;
-    tsr_rope_args rope;
-    tsr_swiglu_args swiglu;
-    tsr_gelu_args gelu;
-    tsr_cross_entropy_args cross_entropy;
-  } u;
+  tsr_plugin_any_args u;
 } tsr__op_args;
 
 /* Validates `desc` of `op` for running on `device` and fills `out`. `call`

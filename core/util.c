@@ -35,16 +35,7 @@ bool tsr__list_contains(const char *list, const char *name) {
 }
 
 size_t tsr_dtype_size(tsr_dtype dtype) {
-  switch (dtype) {
-  case TSR_DTYPE_F32:
-  case TSR_DTYPE_I32:
-    return 4;
-  case TSR_DTYPE_F16:
-  case TSR_DTYPE_BF16:
-    return 2;
-  default:
-    return 0;
-  }
+  return tsr_plugin_dtype_size(dtype);
 }
 
 static const char *const dtype_names[TSR_DTYPE_COUNT_] = {"invalid", "f32", "f16", "bf16", "i32"};

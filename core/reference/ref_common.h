@@ -13,19 +13,10 @@
 #include "tessera/plugin.h"
 #include "tessera/reference.h"
 
-/* Bytes per element. libtessera's tsr_dtype_size is not used so that the
- * reference files build on their own (standalone test driver). */
+/* Bytes per element (plugin.h's header-only helper, so the reference files
+ * also build on their own for the standalone test driver). */
 static inline int64_t tsr_ref_dtype_size(int32_t dtype) {
-  switch (dtype) {
-  case TSR_DTYPE_F32:
-  case TSR_DTYPE_I32:
-    return 4;
-  case TSR_DTYPE_F16:
-  case TSR_DTYPE_BF16:
-    return 2;
-  default:
-    return 0;
-  }
+  return (int64_t)tsr_plugin_dtype_size(dtype);
 }
 
 /* Address of the element `element` elements (already multiplied by strides)

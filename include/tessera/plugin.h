@@ -324,6 +324,34 @@ static inline uint16_t tsr_f32_to_bf16(float f) {
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
+/* Room for the args of any op, for plugins (and tools) that keep a copy. */
+typedef union tsr_plugin_any_args {
+  tsr_gemm_args gemm;
+  tsr_grouped_gemm_args grouped_gemm;
+  tsr_attention_args attention;
+  tsr_rmsnorm_args rmsnorm;
+  tsr_layernorm_args layernorm;
+  tsr_softmax_args softmax;
+  tsr_rope_args rope;
+  tsr_swiglu_args swiglu;
+  tsr_gelu_args gelu;
+  tsr_cross_entropy_args cross_entropy;
+} tsr_plugin_any_args;
+
+/* Bytes per element of a dtype; 0 for an invalid one. */
+static inline size_t tsr_plugin_dtype_size(int32_t dtype) {
+  switch (dtype) {
+  case TSR_DTYPE_F32:
+  case TSR_DTYPE_I32:
+    return 4;
+  case TSR_DTYPE_F16:
+  case TSR_DTYPE_BF16:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
 /* Size of the args struct of an op (what op_run's `args` points at); 0 for
  * an unknown op. A plugin that runs ops later copies this many bytes. */
 static inline size_t tsr_plugin_args_size(tsr_op op) {
