@@ -59,6 +59,53 @@ tsr_status tsr_buffer_create(tsr_device *device, size_t bytes, tsr_buffer **out)
   return TSR_OK;
 }
 
+static tsr_status buffer_wrap(tsr_device *device, tsr_external_kind kind, void *handle,
+                              size_t bytes, tsr_buffer **out, const char *call) {
+  tsr__clear_error();
+  if (!device || !out || !handle)
+    return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL",
+                     !device ? "device"
+                     : !out  ? "out"
+                             : "the pointer");
+  if (bytes == 0 || bytes > (size_t)INT64_MAX)
+    return tsr__fail(TSR_ERROR_BAD_SIZE, call, "bytes = %zu (must be 1..%lld)", bytes,
+                     (long long)INT64_MAX);
+  const tsr_plugin_v1 *t = table_of(device);
+  if (!t->buffer_wrap)
+    return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin cannot wrap external memory",
+                     device->info.backend);
+  void *device_handle;
+  tsr_status st = tsr__device_handle(device, call, &device_handle);
+  if (st != TSR_OK)
+    return st;
+  tsr_buffer *buffer = calloc(1, sizeof *buffer);
+  if (!buffer)
+    return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of host memory");
+  st = t->buffer_wrap(device_handle, (int32_t)kind, handle, bytes, &buffer->handle);
+  if (st != TSR_OK) {
+    free(buffer);
+    char fallback[160];
+    snprintf(fallback, sizeof fallback, "%s cannot use this memory", device->info.selector);
+    return tsr__fail_plugin(st, call, fallback);
+  }
+  buffer->device = device;
+  buffer->size = bytes;
+  link_add(device->context, &device->context->buffers, &buffer->link);
+  *out = buffer;
+  return TSR_OK;
+}
+
+tsr_status tsr_buffer_wrap_host(tsr_device *device, void *pointer, size_t bytes, tsr_buffer **out) {
+  return buffer_wrap(device, TSR_EXTERNAL_HOST_POINTER, pointer, bytes, out,
+                     "tsr_buffer_wrap_host");
+}
+
+tsr_status tsr_buffer_wrap_cuda(tsr_device *device, uint64_t device_pointer, size_t bytes,
+                                tsr_buffer **out) {
+  return buffer_wrap(device, TSR_EXTERNAL_CUDA_DEVICE_POINTER, (void *)(uintptr_t)device_pointer,
+                     bytes, out, "tsr_buffer_wrap_cuda");
+}
+
 /* Waits until no queue of the device still has work that may use a buffer,
  * without consuming the queues' deferred errors. */
 static void drain_device_queues(tsr_device *device) {

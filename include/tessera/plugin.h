@@ -245,9 +245,11 @@ typedef struct tsr_plugin_v1 {
   /* Queues the op with the named variant (one of op_variants' names). */
   tsr_status (*op_run)(void *queue, tsr_op op, const void *args, const char *variant);
 
-  /* Reserved for external memory (host pointer, CUDA device pointer,
-   * DLPack): NULL in plugins that do not wrap. kind is a tsr_external_kind
-   * of a later header version. */
+  /* Wraps external memory as a buffer without copying; `kind` is a
+   * tsr_external_kind, `handle` the pointer (a CUdeviceptr cast through
+   * uintptr_t for TSR_EXTERNAL_CUDA_DEVICE_POINTER). buffer_free on such a
+   * buffer releases only the wrapper. NULL, or TSR_ERROR_UNSUPPORTED for a
+   * kind, when the plugin cannot use that memory. */
   tsr_status (*buffer_wrap)(void *device, int32_t kind, void *handle, uint64_t bytes,
                             void **buffer);
 } tsr_plugin_v1;

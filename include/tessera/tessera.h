@@ -237,8 +237,23 @@ TSR_API tsr_status tsr_buffer_device(const tsr_buffer *buffer, tsr_device **devi
  * host_visible; TSR_ERROR_UNSUPPORTED otherwise. Access it only while no
  * queued work uses the buffer. */
 TSR_API tsr_status tsr_buffer_map(tsr_buffer *buffer, void **host_pointer);
-/* Room for wrapping external memory (host pointers, CUDA device pointers,
- * DLPack) is kept in the plugin ABI; the calls arrive with the backends. */
+typedef enum tsr_external_kind {
+  TSR_EXTERNAL_HOST_POINTER = 1,        /* host memory (devices that are host visible) */
+  TSR_EXTERNAL_CUDA_DEVICE_POINTER = 2, /* a CUdeviceptr of the device's CUDA context */
+  TSR_EXTERNAL_COUNT_ = 3
+} tsr_external_kind;
+
+/* Wraps memory the application owns as a tessera buffer, without copying:
+ * tensors on it are used in place. tsr_buffer_destroy releases the wrapper and
+ * never frees the memory, which must stay valid (and not be freed or moved)
+ * until then. TSR_ERROR_UNSUPPORTED when the device cannot use that kind of
+ * memory. Planned: DLPack tensors. */
+TSR_API tsr_status tsr_buffer_wrap_host(tsr_device *device, void *pointer, size_t bytes,
+                                        tsr_buffer **out);
+/* `device_pointer` is a CUdeviceptr (e.g. torch.Tensor.data_ptr()) valid in
+ * the device's primary context. */
+TSR_API tsr_status tsr_buffer_wrap_cuda(tsr_device *device, uint64_t device_pointer, size_t bytes,
+                                        tsr_buffer **out);
 
 /* Creates an in-order queue on the device. */
 TSR_API tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out);
