@@ -1,0 +1,663 @@
+/* The CUDA plugin's kernel registry, variant tables per architecture, and
+ * the heuristics that pick a variant per problem. The kernel instantiations
+ * come from kernels/kernel_list.h, the list the device code is built from. */
+#include "configs.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/kernel_list.h"
+#include "kernels/kernel_params.h"
+
+/* ------------------------------------------------------------------------ */
+/* Kernel registry                                                           */
+/* ------------------------------------------------------------------------ */
+
+#define MMA_SMEM(BM, BN, BK, S) TSR_GPU_GEMM_SMEM(BM, BN, BK, S, 2, 8, 8)
+#define TF32_SMEM(BM, BN, BK, S) TSR_GPU_GEMM_SMEM(BM, BN, BK, S, 4, 4, 8)
+
+#define KERNEL_MMA_DT(dt, BM, BN, BK, WM, WN, S)                                                   \
+  {TSR_GEMM_MMA_NAME(dt, BM, BN, BK, WM, WN, S), MMA_SMEM(BM, BN, BK, S), (WM) * (WN)*32},
+#define KERNEL_MMA(BM, BN, BK, WM, WN, S)                                                          \
+  KERNEL_MMA_DT(bf16, BM, BN, BK, WM, WN, S) KERNEL_MMA_DT(f16, BM, BN, BK, WM, WN, S)
+#define KERNEL_TF32(BM, BN, BK, WM, WN, S)                                                         \
+  {TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S), TF32_SMEM(BM, BN, BK, S), (WM) * (WN)*32},
+#define KERNEL_GEMV_K_DT(dt, R) {TSR_GEMV_K_NAME(dt, R), 0, 256},
+#define KERNEL_GEMV_N_DT(dt, R) {TSR_GEMV_N_NAME(dt, R), 0, 128},
+#define KERNEL_GEMV_K_F32(R) KERNEL_GEMV_K_DT(f32, R)
+#define KERNEL_GEMV_K_BF16(R) KERNEL_GEMV_K_DT(bf16, R)
+#define KERNEL_GEMV_K_F16(R) KERNEL_GEMV_K_DT(f16, R)
+#define KERNEL_GEMV_N_F32(R) KERNEL_GEMV_N_DT(f32, R)
+#define KERNEL_GEMV_N_BF16(R) KERNEL_GEMV_N_DT(bf16, R)
+#define KERNEL_GEMV_N_F16(R) KERNEL_GEMV_N_DT(f16, R)
+#define KERNEL_FLASH(DP, BKV, S, Q)                                                                \
+  {TSR_FLASH_NAME(bf16, DP), TSR_GPU_FLASH_SMEM(DP, BKV, S), 128},                                 \
+      {TSR_FLASH_NAME(f16, DP), TSR_GPU_FLASH_SMEM(DP, BKV, S), 128},
+#define KERNEL_PER_DTYPE(dt, T)                                                                    \
+  {TSR_ATTN_GENERIC_NAME(dt), -1, 0}, {TSR_ROWS_NAME(rmsnorm, dt), -1, 0},                         \
+      {TSR_ROWS_NAME(layernorm, dt), -1, 0}, {TSR_ROWS_NAME(softmax, dt), -1, 0},                  \
+      {TSR_ROWS_NAME(cross_entropy, dt), 0, 0}, {TSR_ELEMENTWISE_NAME(swiglu, dt), 0, 0},          \
+      {TSR_ELEMENTWISE_NAME(gelu, dt), 0, 0}, {TSR_ELEMENTWISE_NAME(rope, dt), 0, 0},
+
+static const cuda_kernel_info kernel_table[] = {
+    TSR_GEMM_MMA_CONFIGS(KERNEL_MMA) TSR_GEMM_TF32_CONFIGS(KERNEL_TF32){TSR_GEMM_SIMT_NAME, 0, 256},
+    TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F32) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_BF16)
+        TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F16) TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F32)
+            TSR_GEMV_N_ROWS(KERNEL_GEMV_N_BF16)
+                TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F16){TSR_GEMM_SPLITK_NAME, 0, 256},
+    TSR_FLASH_CONFIGS(KERNEL_FLASH) TSR_DTYPES_ALL(KERNEL_PER_DTYPE)};
+enum { KERNEL_COUNT = sizeof kernel_table / sizeof kernel_table[0] };
+
+/* Name -> index through an open-addressing table built once. */
+enum { KERNEL_HASH_SLOTS = 512 };
+static short kernel_hash[KERNEL_HASH_SLOTS];
+static pthread_once_t kernel_hash_once = PTHREAD_ONCE_INIT;
+
+static unsigned hash_name(const char *name) {
+  unsigned h = 2166136261u; /* FNV-1a */
+  for (; *name; name++)
+    h = (h ^ (unsigned char)*name) * 16777619u;
+  return h;
+}
+
+static void build_kernel_hash(void) {
+  for (int i = 0; i < KERNEL_HASH_SLOTS; i++)
+    kernel_hash[i] = -1;
+  for (int k = 0; k < KERNEL_COUNT; k++) {
+    unsigned slot = hash_name(kernel_table[k].name) % KERNEL_HASH_SLOTS;
+    while (kernel_hash[slot] >= 0)
+      slot = (slot + 1) % KERNEL_HASH_SLOTS;
+    kernel_hash[slot] = (short)k;
+  }
+}
+
+int cuda_kernel_count(void) {
+  return KERNEL_COUNT;
+}
+
+const cuda_kernel_info *cuda_kernel_at(int index) {
+  return index >= 0 && index < KERNEL_COUNT ? &kernel_table[index] : NULL;
+}
+
+int cuda_kernel_index(const char *name) {
+  if (!name)
+    return -1;
+  pthread_once(&kernel_hash_once, build_kernel_hash);
+  for (unsigned slot = hash_name(name) % KERNEL_HASH_SLOTS; kernel_hash[slot] >= 0;
+       slot = (slot + 1) % KERNEL_HASH_SLOTS)
+    if (strcmp(kernel_table[kernel_hash[slot]].name, name) == 0)
+      return kernel_hash[slot];
+  return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Variant tables                                                            */
+/* ------------------------------------------------------------------------ */
+
+#define GEMM_MMA(BM, BN, BK, WM, WN, S)                                                            \
+  {"mma_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S,                                            \
+   CUDA_GEMM_MMA,                                                                                  \
+   BM,                                                                                             \
+   BN,                                                                                             \
+   BK,                                                                                             \
+   WM,                                                                                             \
+   WN,                                                                                             \
+   S,                                                                                              \
+   MMA_SMEM(BM, BN, BK, S),                                                                        \
+   {NULL, TSR_GEMM_MMA_NAME(f16, BM, BN, BK, WM, WN, S),                                           \
+    TSR_GEMM_MMA_NAME(bf16, BM, BN, BK, WM, WN, S)}},
+#define GEMM_TF32(BM, BN, BK, WM, WN, S)                                                           \
+  {"tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S,                                           \
+   CUDA_GEMM_TF32,                                                                                 \
+   BM,                                                                                             \
+   BN,                                                                                             \
+   BK,                                                                                             \
+   WM,                                                                                             \
+   WN,                                                                                             \
+   S,                                                                                              \
+   TF32_SMEM(BM, BN, BK, S),                                                                       \
+   {TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S), NULL, NULL}},
+
+static const cuda_gemm_config gemm_configs[] = {
+    TSR_GEMM_MMA_CONFIGS(GEMM_MMA)
+        TSR_GEMM_TF32_CONFIGS(GEMM_TF32){"simt_128x128x8",
+                                         CUDA_GEMM_SIMT,
+                                         128,
+                                         128,
+                                         8,
+                                         4,
+                                         4,
+                                         2,
+                                         0,
+                                         {TSR_GEMM_SIMT_NAME, NULL, NULL}},
+    {"gemv_splitk", CUDA_GEMM_GEMV, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL, NULL}},
+};
+enum { GEMM_CONFIG_COUNT = sizeof gemm_configs / sizeof gemm_configs[0] };
+
+/* Which tile configs each architecture gets, fastest first (the heuristic
+ * takes the first that fills the GPU). sm_90 is ordered by `tessera tune`
+ * on an H200 (bench/notes/cuda.md); sm_80 (A100: 164 KiB shared memory per
+ * SM) takes the same tiles in the same order until measured there; sm_86 and
+ * sm_89 (99 KiB per block, 100 KiB per SM, 128 FP32 lanes but half the
+ * tensor throughput per SM) leave out 128x256, which would run one block per
+ * SM with 254 registers a thread, and lead with tiles that fit two blocks. */
+static const char *const sm80_gemm[] = {"mma_64x128x32_w2x2_s4",  "mma_128x128x32_w2x4_s4",
+                                        "mma_128x128x32_w2x4_s3", "mma_128x256x32_w2x4_s3",
+                                        "mma_64x64x32_w2x2_s4",   "tf32_128x128x16_w2x4_s4",
+                                        "tf32_64x64x16_w2x2_s4"};
+static const char *const sm86_gemm[] = {"mma_64x128x32_w2x2_s4", "mma_128x128x32_w2x4_s3",
+                                        "mma_64x64x32_w2x2_s4",  "mma_128x128x32_w2x4_s4",
+                                        "tf32_64x64x16_w2x2_s4", "tf32_128x128x16_w2x4_s4"};
+static const char *const sm90_gemm[] = {"mma_64x128x32_w2x2_s4",  "mma_128x128x32_w2x4_s4",
+                                        "mma_128x128x32_w2x4_s3", "mma_128x256x32_w2x4_s3",
+                                        "mma_64x64x32_w2x2_s4",   "tf32_128x128x16_w2x4_s4",
+                                        "tf32_64x64x16_w2x2_s4"};
+
+typedef struct arch_table {
+  const char *name;
+  const char *const *gemm;
+  int gemm_count;
+} arch_table;
+
+static const arch_table arch_tables[] = {
+    {"sm_80", sm80_gemm, (int)(sizeof sm80_gemm / sizeof sm80_gemm[0])},
+    {"sm_86/sm_89", sm86_gemm, (int)(sizeof sm86_gemm / sizeof sm86_gemm[0])},
+    {"sm_90", sm90_gemm, (int)(sizeof sm90_gemm / sizeof sm90_gemm[0])},
+};
+
+#define FLASH(DP, BKV, S, Q)                                                                       \
+  {"flash_mma_d" #DP,                                                                              \
+   CUDA_ATTENTION_FLASH,                                                                           \
+   DP,                                                                                             \
+   BKV,                                                                                            \
+   S,                                                                                              \
+   TSR_GPU_FLASH_SMEM(DP, BKV, S),                                                                 \
+   {NULL, TSR_FLASH_NAME(f16, DP), TSR_FLASH_NAME(bf16, DP)}},
+static const cuda_attention_config attention_configs[] = {
+    TSR_FLASH_CONFIGS(FLASH){
+        "flash_generic",
+        CUDA_ATTENTION_GENERIC,
+        0,
+        32,
+        1,
+        -1,
+        {TSR_ATTN_GENERIC_NAME(f32), TSR_ATTN_GENERIC_NAME(f16), TSR_ATTN_GENERIC_NAME(bf16)}},
+};
+enum { ATTENTION_CONFIG_COUNT = sizeof attention_configs / sizeof attention_configs[0] };
+
+static const cuda_rows_config rows_configs[] = {
+    {"rows_t128", 128}, {"rows_t256", 256}, {"rows_t512", 512}};
+enum { ROWS_CONFIG_COUNT = 3 };
+static const cuda_elementwise_config elementwise_config = {"elementwise_t256", 256};
+
+cuda_arch_class cuda_arch_of(const cuda_device_props *props) {
+  if (props->cc_major >= 9)
+    return CUDA_ARCH_SM90;
+  if (props->cc_major == 8 && props->cc_minor == 0)
+    return CUDA_ARCH_SM80;
+  return CUDA_ARCH_SM86;
+}
+
+const char *cuda_arch_class_name(cuda_arch_class arch) {
+  return arch_tables[arch].name;
+}
+
+static int dtype_slot(int32_t dtype) {
+  return dtype == TSR_DTYPE_F32 ? 0 : dtype == TSR_DTYPE_F16 ? 1 : dtype == TSR_DTYPE_BF16 ? 2 : -1;
+}
+
+int cuda_gemm_kernel(const cuda_gemm_config *config, int32_t dtype) {
+  int slot = dtype_slot(dtype);
+  return slot < 0 ? -1 : cuda_kernel_index(config->kernels[slot]);
+}
+
+int cuda_attention_kernel(const cuda_attention_config *config, int32_t dtype) {
+  int slot = dtype_slot(dtype);
+  return slot < 0 ? -1 : cuda_kernel_index(config->kernels[slot]);
+}
+
+int cuda_attention_generic_tile(int64_t head_dim, int limit) {
+  for (int tile = 32; tile >= 1; tile /= 2)
+    if ((int64_t)TSR_GPU_ATTN_GENERIC_SMEM(head_dim, (int64_t)tile) <= (int64_t)limit)
+      return tile;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* What can run a problem                                                    */
+/* ------------------------------------------------------------------------ */
+
+static bool in_arch_table(const cuda_device *device, const char *variant) {
+  const arch_table *table = &arch_tables[cuda_arch_of(device->props)];
+  for (int i = 0; i < table->gemm_count; i++)
+    if (strcmp(table->gemm[i], variant) == 0)
+      return true;
+  return false;
+}
+
+/* Blocks of a kernel resident per SM (0: it cannot run on this device). */
+static int resident_blocks(const cuda_device *device, int kernel) {
+  return kernel >= 0 ? device->blocks_per_sm[kernel] : 0;
+}
+
+typedef struct gemm_shape {
+  bool grouped;
+  int64_t m, n, k, batch; /* grouped: m is the mean rows per non-empty group */
+  int32_t dtype, compute;
+  const tsr_grouped_gemm_args *groups;
+  const tsr_gemm_args *plain;
+} gemm_shape;
+
+static gemm_shape shape_of(tsr_op op, const void *args) {
+  gemm_shape s;
+  memset(&s, 0, sizeof s);
+  if (op == TSR_OP_GEMM) {
+    const tsr_gemm_args *g = args;
+    s.plain = g;
+    s.m = g->d.shape[1];
+    s.n = g->d.shape[2];
+    s.k = g->a.shape[2];
+    s.batch = g->d.shape[0];
+    s.dtype = g->a.dtype;
+    s.compute = g->compute;
+  } else {
+    const tsr_grouped_gemm_args *g = args;
+    s.grouped = true;
+    s.groups = g;
+    int64_t rows = 0, used = 0;
+    for (int64_t i = 0; i < g->group_count; i++) {
+      if (g->group_sizes[i] > 0) {
+        rows += g->group_sizes[i];
+        used++;
+      }
+    }
+    s.m = used ? (rows + used - 1) / used : 0;
+    s.n = g->d.shape[1];
+    s.k = g->a.shape[1];
+    s.batch = 1;
+    s.dtype = g->a.dtype;
+    s.compute = g->compute;
+  }
+  return s;
+}
+
+static bool gemm_config_runs(const cuda_device *device, const cuda_gemm_config *c,
+                             const gemm_shape *s) {
+  switch (c->kind) {
+  case CUDA_GEMM_MMA:
+    return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16) &&
+           in_arch_table(device, c->variant) &&
+           resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0;
+  case CUDA_GEMM_TF32:
+    return s->dtype == TSR_DTYPE_F32 && s->compute == TSR_COMPUTE_TF32 &&
+           in_arch_table(device, c->variant) &&
+           resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0;
+  case CUDA_GEMM_SIMT:
+    return s->dtype == TSR_DTYPE_F32;
+  case CUDA_GEMM_GEMV:
+    return !s->grouped && s->m <= 16 &&
+           (s->plain->b.strides[1] == 1 || s->plain->b.strides[2] == 1);
+  }
+  return false;
+}
+
+/* Tiles a config makes of the problem. */
+static int64_t gemm_tiles(const cuda_gemm_config *c, const gemm_shape *s) {
+  int64_t tiles_n = (s->n + c->bn - 1) / c->bn;
+  if (!s->grouped)
+    return (s->m + c->bm - 1) / c->bm * tiles_n * s->batch;
+  int64_t tiles = 0;
+  for (int64_t i = 0; i < s->groups->group_count; i++)
+    tiles += (s->groups->group_sizes[i] + c->bm - 1) / c->bm * tiles_n;
+  return tiles;
+}
+
+/* Wave quantisation: the share of the device's block slots a config's tiles
+ * keep busy in their last wave (with fewer tiles than SMs: the share of SMs
+ * busy). */
+static double gemm_utilisation(const cuda_device *device, const cuda_gemm_config *c,
+                               const gemm_shape *s, int64_t *tiles_out, int *per_sm_out) {
+  const int sms = device->props->multiprocessors;
+  int per_sm =
+      c->kind == CUDA_GEMM_SIMT ? 1 : resident_blocks(device, cuda_gemm_kernel(c, s->dtype));
+  if (per_sm < 1)
+    per_sm = 1;
+  int64_t tiles = gemm_tiles(c, s);
+  int64_t slots = (int64_t)sms * per_sm;
+  *tiles_out = tiles;
+  *per_sm_out = per_sm;
+  if (tiles <= 0)
+    return 1.0;
+  if (tiles <= slots)
+    return (double)(tiles < sms ? tiles : sms) / sms;
+  return (double)tiles / (double)(((tiles + slots - 1) / slots) * slots);
+}
+
+/* GEMV for M up to this; above it the tensor-core tiles won on an H200
+ * (16x4096x4096: 64x64 tiles 0.067 ms, GEMV 0.125 ms; 1x8192x8192: GEMV
+ * 0.084 ms, 64x64 tiles 0.122 ms). */
+enum { GEMV_MAX_ROWS = 4 };
+/* A config whose last wave keeps this share of the block slots busy counts
+ * as filling the GPU. */
+#define GEMM_GOOD_UTILISATION 0.8
+
+/* The arch table lists tile configs fastest first (measured on an H200 for
+ * sm_90: 64x128 beat 128x128 and 128x256 at 4096^3..8192^3, since these
+ * mma.sync kernels gain more from resident warps than from tile size). The
+ * pick is the first config whose tiles fill the GPU; when none does (small
+ * problems), the one that keeps the most SMs busy. */
+static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const int *candidates,
+                          int count, char *reason, size_t capacity) {
+  const int sms = device->props->multiprocessors;
+  for (int i = 0; i < count; i++) {
+    const cuda_gemm_config *c = &gemm_configs[candidates[i]];
+    if (c->kind == CUDA_GEMM_GEMV && s->m <= GEMV_MAX_ROWS) {
+      if (reason)
+        snprintf(reason, capacity,
+                 "M = %lld <= %d and B has a unit stride: stream B once (GEMV, split over K "
+                 "when N alone cannot fill %d SMs)",
+                 (long long)s->m, GEMV_MAX_ROWS, sms);
+      return i;
+    }
+  }
+  if (s->dtype == TSR_DTYPE_F32 && s->compute != TSR_COMPUTE_TF32) {
+    for (int i = 0; i < count; i++) {
+      if (gemm_configs[candidates[i]].kind == CUDA_GEMM_SIMT) {
+        if (reason)
+          snprintf(reason, capacity,
+                   "f32 with strict compute: true f32 products on CUDA cores (128x128 tiles)");
+        return i;
+      }
+    }
+  }
+  const arch_table *table = &arch_tables[cuda_arch_of(device->props)];
+  int best = -1, chosen = -1, best_per_sm = 1;
+  double best_util = -1.0;
+  int64_t best_tiles = 0;
+  for (int t = 0; t < table->gemm_count && chosen < 0; t++) {
+    for (int i = 0; i < count; i++) {
+      const cuda_gemm_config *c = &gemm_configs[candidates[i]];
+      if (strcmp(c->variant, table->gemm[t]) != 0)
+        continue;
+      int64_t tiles;
+      int per_sm;
+      double util = gemm_utilisation(device, c, s, &tiles, &per_sm);
+      if (util > best_util + 1e-9 || util >= GEMM_GOOD_UTILISATION) {
+        best = i;
+        best_util = util;
+        best_tiles = tiles;
+        best_per_sm = per_sm;
+      }
+      if (util >= GEMM_GOOD_UTILISATION)
+        chosen = i;
+    }
+  }
+  if (best < 0)
+    best = 0;
+  if (reason) {
+    const cuda_gemm_config *c = &gemm_configs[candidates[best]];
+    snprintf(reason, capacity,
+             "%sM = %lld, N = %lld, K = %lld: %lld tiles of %dx%d over %d SMs x %d resident keep "
+             "%.0f%% of the last wave's block slots busy; %s",
+             s->grouped ? "grouped, mean rows per group " : "", (long long)s->m, (long long)s->n,
+             (long long)s->k, (long long)best_tiles, c->bm, c->bn, sms, best_per_sm,
+             best_util * 100.0,
+             chosen >= 0 ? "the fastest config of the table that fills the GPU"
+                         : "no config fills the GPU: the one that keeps the most SMs busy");
+  }
+  return best;
+}
+
+/* Attention on tensor cores needs 16-bit data, a head dim that is a multiple
+ * of 8 up to DP, unit stride along the head dim and 16-byte aligned rows. */
+static bool flash_layout_ok(const tsr_attention_args *a, char *why, size_t capacity) {
+  const tsr_plugin_tensor *tensors[3] = {&a->q, &a->k, &a->v};
+  const char *names[3] = {"q", "k", "v"};
+  if (a->q.dtype != TSR_DTYPE_F16 && a->q.dtype != TSR_DTYPE_BF16) {
+    snprintf(why, capacity, "tensor-core attention needs f16 or bf16");
+    return false;
+  }
+  if (a->q.shape[3] % 8 != 0) {
+    snprintf(why, capacity, "tensor-core attention needs a head dim that is a multiple of 8");
+    return false;
+  }
+  for (int i = 0; i < 3; i++) {
+    const tsr_plugin_tensor *t = tensors[i];
+    bool ok = t->strides[3] == 1 && cuda_tensor_address(t) % 16 == 0;
+    for (int d = 0; d < 3 && ok; d++)
+      ok = t->shape[d] == 1 || (t->strides[d] * 2) % 16 == 0;
+    if (!ok) {
+      snprintf(why, capacity,
+               "tensor-core attention needs %s with unit stride along the head dim and 16-byte "
+               "aligned rows",
+               names[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool attention_config_runs(const cuda_device *device, const cuda_attention_config *c,
+                                  const tsr_attention_args *a, char *why, size_t capacity) {
+  if (c->kind == CUDA_ATTENTION_GENERIC) {
+    if (cuda_attention_generic_tile(a->q.shape[3], device->dynamic_smem_limit) < 1) {
+      snprintf(why, capacity,
+               "head dim %lld needs more shared memory than the %d bytes a block has",
+               (long long)a->q.shape[3], device->dynamic_smem_limit);
+      return false;
+    }
+    return true;
+  }
+  if (!flash_layout_ok(a, why, capacity))
+    return false;
+  if (a->q.shape[3] > c->head_dim_max) {
+    snprintf(why, capacity, "%s covers head dims up to %d", c->variant, c->head_dim_max);
+    return false;
+  }
+  if (resident_blocks(device, cuda_attention_kernel(c, a->q.dtype)) < 1) {
+    snprintf(why, capacity, "%s needs %d bytes of shared memory, more than this GPU gives a block",
+             c->variant, c->smem);
+    return false;
+  }
+  return true;
+}
+
+static bool op_is_rows(tsr_op op) {
+  return op == TSR_OP_RMSNORM || op == TSR_OP_LAYERNORM || op == TSR_OP_SOFTMAX ||
+         op == TSR_OP_CROSS_ENTROPY;
+}
+
+static bool op_is_elementwise(tsr_op op) {
+  return op == TSR_OP_ROPE || op == TSR_OP_SWIGLU || op == TSR_OP_GELU;
+}
+
+/* Row length of a row op. */
+static int64_t row_length(tsr_op op, const void *args) {
+  switch (op) {
+  case TSR_OP_RMSNORM: {
+    const tsr_rmsnorm_args *r = args;
+    return r->x.shape[r->x.rank - 1];
+  }
+  case TSR_OP_LAYERNORM: {
+    const tsr_layernorm_args *r = args;
+    return r->x.shape[r->x.rank - 1];
+  }
+  case TSR_OP_SOFTMAX: {
+    const tsr_softmax_args *r = args;
+    return r->x.shape[r->x.rank - 1];
+  }
+  default: {
+    const tsr_cross_entropy_args *r = args;
+    return r->logits.shape[1];
+  }
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Listing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void put_variant(tsr_plugin_variant_list *out, const char *name, const char *description) {
+  if (out->count >= TSR_PLUGIN_MAX_VARIANTS)
+    return;
+  tsr_plugin_variant *v = &out->variants[out->count++];
+  snprintf(v->name, sizeof v->name, "%s", name);
+  snprintf(v->description, sizeof v->description, "%s", description);
+}
+
+static void describe_gemm(const cuda_gemm_config *c, char *buf, size_t capacity) {
+  switch (c->kind) {
+  case CUDA_GEMM_MMA:
+    snprintf(buf, capacity,
+             "mma.sync m16n8k16: block %dx%dx%d, %dx%d warps, %d cp.async stages, %d KiB shared",
+             c->bm, c->bn, c->bk, c->warps_m, c->warps_n, c->stages, c->smem / 1024);
+    break;
+  case CUDA_GEMM_TF32:
+    snprintf(
+        buf, capacity,
+        "tf32 mma.sync m16n8k8: block %dx%dx%d, %dx%d warps, %d cp.async stages, %d KiB shared",
+        c->bm, c->bn, c->bk, c->warps_m, c->warps_n, c->stages, c->smem / 1024);
+    break;
+  case CUDA_GEMM_SIMT:
+    snprintf(buf, capacity, "true f32 FMA on CUDA cores: block 128x128x8, 8x8 outputs a thread");
+    break;
+  case CUDA_GEMM_GEMV:
+    snprintf(buf, capacity,
+             "GEMV for M <= 16: B streamed once with 16-byte loads, split over K into f32 "
+             "partials when N is small");
+    break;
+  }
+}
+
+tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *args,
+                            tsr_plugin_variant_list *out, char *why, size_t why_capacity) {
+  out->count = 0;
+  out->heuristic = 0;
+  out->reason[0] = '\0';
+  char description[160];
+  if (op == TSR_OP_GEMM || op == TSR_OP_GROUPED_GEMM) {
+    gemm_shape s = shape_of(op, args);
+    int candidates[GEMM_CONFIG_COUNT], count = 0;
+    for (int i = 0; i < GEMM_CONFIG_COUNT; i++) {
+      if (gemm_config_runs(device, &gemm_configs[i], &s)) {
+        candidates[count++] = i;
+        describe_gemm(&gemm_configs[i], description, sizeof description);
+        put_variant(out, gemm_configs[i].variant, description);
+      }
+    }
+    if (count == 0) {
+      snprintf(why, why_capacity, "no GEMM kernel of this build runs dtype %d on this GPU",
+               (int)s.dtype);
+      return TSR_ERROR_UNSUPPORTED;
+    }
+    out->heuristic = gemm_heuristic(device, &s, candidates, count, out->reason, sizeof out->reason);
+    return TSR_OK;
+  }
+  if (op == TSR_OP_ATTENTION) {
+    const tsr_attention_args *a = args;
+    char reason[256] = "";
+    int flash_pick = -1;
+    for (int i = 0; i < ATTENTION_CONFIG_COUNT; i++) {
+      const cuda_attention_config *c = &attention_configs[i];
+      char not_here[256];
+      if (!attention_config_runs(device, c, a, not_here, sizeof not_here)) {
+        if (c->kind == CUDA_ATTENTION_FLASH && reason[0] == '\0')
+          snprintf(reason, sizeof reason, "%s", not_here);
+        continue;
+      }
+      if (c->kind == CUDA_ATTENTION_FLASH) {
+        snprintf(description, sizeof description,
+                 "flash on tensor cores: 64 query rows x %d keys a tile, head dim padded to %d, "
+                 "%d key/value stage%s",
+                 c->block_kv, c->head_dim_max, c->kv_stages, c->kv_stages > 1 ? "s" : "");
+        if (flash_pick < 0)
+          flash_pick = (int)out->count;
+      } else {
+        snprintf(description, sizeof description,
+                 "flash on CUDA cores: any dtype, head dim and strides; a warp per query row, f32");
+      }
+      put_variant(out, c->variant, description);
+    }
+    if (out->count == 0) {
+      snprintf(why, why_capacity, "%s", reason);
+      return TSR_ERROR_UNSUPPORTED;
+    }
+    if (flash_pick >= 0) {
+      out->heuristic = flash_pick;
+      snprintf(out->reason, sizeof out->reason,
+               "head dim %lld: the smallest tensor-core tile that holds it",
+               (long long)a->q.shape[3]);
+    } else {
+      out->heuristic = (int)out->count - 1;
+      snprintf(out->reason, sizeof out->reason, "the generic kernel: %s", reason);
+    }
+    return TSR_OK;
+  }
+  if (op_is_rows(op)) {
+    for (int i = 0; i < ROWS_CONFIG_COUNT; i++) {
+      snprintf(description, sizeof description,
+               "a block of %d threads per row, 16-byte accesses when aligned, row kept in shared "
+               "memory up to %d KiB",
+               rows_configs[i].threads, CUDA_ROWS_CACHE_BYTES / 1024);
+      put_variant(out, rows_configs[i].variant, description);
+    }
+    int64_t n = row_length(op, args);
+    /* Measured on an H200 at 16384 x 8192 bf16: cross entropy (reductions
+     * only) fastest with 128 threads, the norms and softmax with 256 (512
+     * within 1%). */
+    out->heuristic = op == TSR_OP_CROSS_ENTROPY || n <= 1024 ? 0 : 1;
+    snprintf(out->reason, sizeof out->reason, "%s rows of %lld: %d threads a row",
+             op == TSR_OP_CROSS_ENTROPY ? "cross-entropy" : "norm/softmax", (long long)n,
+             rows_configs[out->heuristic].threads);
+    return TSR_OK;
+  }
+  if (op_is_elementwise(op)) {
+    put_variant(out, elementwise_config.variant,
+                "grid-stride loop, 256 threads a block, 16-byte vectors over dense data");
+    snprintf(out->reason, sizeof out->reason, "the only variant of this op");
+    return TSR_OK;
+  }
+  snprintf(why, why_capacity, "op %d is unknown to the cuda plugin", (int)op);
+  return TSR_ERROR_UNSUPPORTED;
+}
+
+const void *cuda_op_config(const cuda_device *device, tsr_op op, const void *args, const char *name,
+                           char *why, size_t why_capacity) {
+  tsr_plugin_variant_list list;
+  if (cuda_op_variants(device, op, args, &list, why, why_capacity) != TSR_OK)
+    return NULL;
+  int pick = list.heuristic;
+  if (name) {
+    pick = -1;
+    for (uint32_t i = 0; i < list.count; i++)
+      if (strcmp(list.variants[i].name, name) == 0)
+        pick = (int)i;
+    if (pick < 0) {
+      size_t used = (size_t)snprintf(why, why_capacity,
+                                     "variant '%s' cannot run this problem here; these can:", name);
+      for (uint32_t i = 0; i < list.count && used < why_capacity; i++)
+        used += (size_t)snprintf(why + used, why_capacity - used, "%s %s", i ? "," : "",
+                                 list.variants[i].name);
+      return NULL;
+    }
+  }
+  const char *chosen = list.variants[pick].name;
+  if (op == TSR_OP_GEMM || op == TSR_OP_GROUPED_GEMM) {
+    for (int i = 0; i < GEMM_CONFIG_COUNT; i++)
+      if (strcmp(gemm_configs[i].variant, chosen) == 0)
+        return &gemm_configs[i];
+  } else if (op == TSR_OP_ATTENTION) {
+    for (int i = 0; i < ATTENTION_CONFIG_COUNT; i++)
+      if (strcmp(attention_configs[i].variant, chosen) == 0)
+        return &attention_configs[i];
+  } else if (op_is_rows(op)) {
+    for (int i = 0; i < ROWS_CONFIG_COUNT; i++)
+      if (strcmp(rows_configs[i].variant, chosen) == 0)
+        return &rows_configs[i];
+  } else if (op_is_elementwise(op)) {
+    return &elementwise_config;
+  }
+  snprintf(why, why_capacity, "variant '%s' has no config", chosen);
+  return NULL;
+}

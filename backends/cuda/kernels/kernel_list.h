@@ -1,0 +1,51 @@
+/* The kernel instantiations, listed once for both sides: the device code
+ * (the .cu files of kernels/) instantiates a kernel for each entry and the host
+ * (configs.c) builds its variant tables and kernel names from the same
+ * entries, so a name the host asks for always exists in the module. */
+#ifndef TESSERA_CUDA_KERNEL_LIST_H
+#define TESSERA_CUDA_KERNEL_LIST_H
+
+/* Tensor-core GEMM for bf16 / f16 (mma.sync m16n8k16):
+ * X(BM, BN, BK, WARPS_M, WARPS_N, STAGES). */
+#define TSR_GEMM_MMA_CONFIGS(X)                                                                    \
+  X(128, 256, 32, 2, 4, 3)                                                                         \
+  X(128, 128, 32, 2, 4, 4)                                                                         \
+  X(128, 128, 32, 2, 4, 3)                                                                         \
+  X(64, 128, 32, 2, 2, 4)                                                                          \
+  X(64, 64, 32, 2, 2, 4)
+
+/* Tensor-core GEMM for f32 inputs in tf32 (mma.sync m16n8k8), same fields. */
+#define TSR_GEMM_TF32_CONFIGS(X)                                                                   \
+  X(128, 128, 16, 2, 4, 4)                                                                         \
+  X(64, 64, 16, 2, 2, 4)
+
+/* Rows of A a GEMV thread block keeps accumulators for, per B layout:
+ * K-contiguous B (a warp per column) and N-contiguous B (8 columns a thread). */
+#define TSR_GEMV_K_ROWS(X) X(1) X(4) X(16)
+#define TSR_GEMV_N_ROWS(X) X(1) X(4) X(8)
+
+/* Flash attention on tensor cores: X(DP, BKV, KV_STAGES, Q_IN_REGISTERS):
+ * head dims up to DP (multiples of 8), BKV keys per tile. */
+#define TSR_FLASH_CONFIGS(X)                                                                       \
+  X(64, 64, 2, 1)                                                                                  \
+  X(128, 64, 2, 1)                                                                                 \
+  X(256, 32, 1, 0)
+
+/* dtype name in kernel names, with its device type. */
+#define TSR_DTYPES_16(X) X(bf16, tsr_bf16) X(f16, tsr_f16)
+#define TSR_DTYPES_ALL(X) X(f32, float) X(bf16, tsr_bf16) X(f16, tsr_f16)
+
+#define TSR_GEMM_MMA_NAME(dt, BM, BN, BK, WM, WN, S)                                               \
+  "tsr_gemm_mma_" #dt "_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
+#define TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S)                                                  \
+  "tsr_gemm_tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
+#define TSR_GEMM_SIMT_NAME "tsr_gemm_simt_f32_128x128x8"
+#define TSR_GEMV_K_NAME(dt, R) "tsr_gemv_k_" #dt "_r" #R
+#define TSR_GEMV_N_NAME(dt, R) "tsr_gemv_n_" #dt "_r" #R
+#define TSR_GEMM_SPLITK_NAME "tsr_gemm_splitk_reduce"
+#define TSR_FLASH_NAME(dt, DP) "tsr_attention_flash_" #dt "_d" #DP
+#define TSR_ATTN_GENERIC_NAME(dt) "tsr_attention_generic_" #dt
+#define TSR_ROWS_NAME(op, dt) "tsr_" #op "_" #dt
+#define TSR_ELEMENTWISE_NAME(op, dt) "tsr_" #op "_" #dt
+
+#endif /* TESSERA_CUDA_KERNEL_LIST_H */

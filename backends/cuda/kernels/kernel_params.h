@@ -1,0 +1,141 @@
+/* Kernel parameter blocks shared by the host side (C, plugin.c/ops.c) and the
+ * device code (the .cu files of kernels/). Every kernel takes one of these structs by
+ * value as its only parameter, so the host fills it and passes a pointer to
+ * it to cuLaunchKernel. Plain C: fixed-width fields ordered so that no
+ * compiler inserts padding differently (8-byte fields first, then 4-byte).
+ *
+ * Addresses are device byte addresses of a tensor's element 0 (buffer base +
+ * tensor offset); strides are in elements, as in tsr_plugin_tensor. */
+#ifndef TESSERA_CUDA_KERNEL_PARAMS_H
+#define TESSERA_CUDA_KERNEL_PARAMS_H
+
+#include <stdint.h>
+
+/* dtype codes: the values of tsr_dtype (plugin.c asserts they agree). */
+#define TSR_GPU_F32 1
+#define TSR_GPU_F16 2
+#define TSR_GPU_BF16 3
+#define TSR_GPU_I32 4
+
+/* activation codes: the values of tsr_activation. */
+#define TSR_GPU_ACT_NONE 0
+#define TSR_GPU_ACT_RELU 1
+#define TSR_GPU_ACT_GELU_TANH 2
+#define TSR_GPU_ACT_GELU_ERF 3
+#define TSR_GPU_ACT_SILU 4
+
+/* ---- GEMM, grouped GEMM, GEMV ---- */
+
+/* Groups one grouped-GEMM launch can walk; more groups take more launches. */
+#define TSR_GPU_MAX_GROUPS 128
+
+typedef struct tsr_gpu_gemm_params {
+  uint64_t a, b, c, bias, d;
+  uint64_t workspace; /* f32 split-K partials [split][batch][m][n]; 0 when unused */
+  int64_t m, n, k;    /* m: rows per batch entry (grouped: unused) */
+  int64_t a_batch, a_m, a_k;
+  int64_t b_batch, b_k, b_n; /* grouped: b_batch is the stride of the group index */
+  int64_t c_batch, c_m, c_n;
+  int64_t d_batch, d_m, d_n;
+  int64_t bias_batch, bias_n; /* bias_batch: stride per group (grouped), else 0 */
+  int64_t k_per_split;        /* GEMV: K elements per slice */
+  float alpha, beta;
+  int32_t activation;
+  int32_t in_dtype;  /* a and b */
+  int32_t out_dtype; /* c, bias and d */
+  int32_t has_c;     /* c present and beta != 0 */
+  int32_t has_bias;
+  int32_t a_k_major; /* shared-memory layout of A tiles: 1 = [m][k], 0 = [k][m] */
+  int32_t b_k_major; /* shared-memory layout of B tiles: 1 = [n][k], 0 = [k][n] */
+  int32_t a_async;   /* A rows are 16-byte aligned runs: cp.async loads */
+  int32_t b_async;
+  int32_t vec_a, vec_b; /* GEMV: 16-byte loads of A rows / B along its unit stride */
+  int32_t tiles_m, tiles_n;
+  int32_t batch_offset; /* batch entry of blockIdx.y == 0 */
+  int32_t group_count;  /* grouped launch: groups in it; 0 for plain GEMM */
+  int32_t split_k;      /* GEMV: K slices (1: the kernel stores D itself) */
+  int32_t batch_count;  /* GEMV and split-K reduce: batch entries in this launch */
+  int32_t group_row_start[TSR_GPU_MAX_GROUPS + 1];  /* rows of a/d, from the launch's first */
+  int32_t group_tile_start[TSR_GPU_MAX_GROUPS + 1]; /* tiles before each group */
+  int32_t group_index[TSR_GPU_MAX_GROUPS];          /* index of b and bias per group */
+} tsr_gpu_gemm_params;
+
+/* Shared memory of the tensor-core GEMM: both tile layouts fit a stage, so
+ * the layout can be chosen per call. PAD_K pads [row][k] tiles, PAD_MN pads
+ * [k][row] tiles (elements), keeping ldmatrix / fragment loads free of bank
+ * conflicts and every row 16-byte aligned. */
+#define TSR_GPU_MAX2(x, y) ((x) > (y) ? (x) : (y))
+#define TSR_GPU_GEMM_STAGE_ELEMS(BM, BK, PAD_K, PAD_MN)                                            \
+  TSR_GPU_MAX2((BM) * ((BK) + (PAD_K)), (BK) * ((BM) + (PAD_MN)))
+#define TSR_GPU_GEMM_SMEM(BM, BN, BK, STAGES, ESIZE, PAD_K, PAD_MN)                                \
+  ((STAGES) *                                                                                      \
+   (TSR_GPU_GEMM_STAGE_ELEMS(BM, BK, PAD_K, PAD_MN) +                                              \
+    TSR_GPU_GEMM_STAGE_ELEMS(BN, BK, PAD_K, PAD_MN)) *                                             \
+   (ESIZE))
+
+/* ---- attention ---- */
+
+typedef struct tsr_gpu_attention_params {
+  uint64_t q, k, v, o, lse;
+  int64_t q_b, q_s, q_h, q_d;
+  int64_t k_b, k_s, k_h, k_d;
+  int64_t v_b, v_s, v_h, v_d;
+  int64_t o_b, o_s, o_h, o_d;
+  int64_t lse_b, lse_h, lse_s;
+  int64_t seq_q, seq_kv, heads_q, heads_kv, head_dim;
+  int64_t window_left, window_right; /* < 0: unbounded */
+  float scale_log2;                  /* scale * log2(e) */
+  int32_t has_lse;
+  int32_t kv_tile; /* generic kernel: keys per shared-memory tile */
+  int32_t group;   /* heads_q / heads_kv */
+} tsr_gpu_attention_params;
+
+/* Flash kernel on tensor cores: 64 query rows per block (4 warps x 16). */
+#define TSR_GPU_FLASH_BQ 64
+#define TSR_GPU_FLASH_PAD 8
+#define TSR_GPU_FLASH_SMEM(DP, BKV, KV_STAGES)                                                     \
+  ((TSR_GPU_FLASH_BQ + 2 * (KV_STAGES) * (BKV)) * ((DP) + TSR_GPU_FLASH_PAD) * 2)
+
+/* Generic kernel: 4 query rows per block, one per warp. */
+#define TSR_GPU_ATTN_ROWS 4
+#define TSR_GPU_ATTN_GENERIC_SMEM(D, KT)                                                           \
+  ((2 * TSR_GPU_ATTN_ROWS * (D) + 2 * (KT) * ((D) + 1) + TSR_GPU_ATTN_ROWS * 32) * 4)
+
+/* ---- row ops: rmsnorm, layernorm, softmax, cross entropy ---- */
+
+/* Up to three leading dimensions index the rows (the row is the last one). */
+typedef struct tsr_gpu_rows_params {
+  uint64_t x, residual, weight, bias, y, residual_out;
+  uint64_t targets, loss, lse; /* cross entropy */
+  uint64_t status;             /* int32 word: smallest row with a bad target */
+  int64_t rows, n;
+  int64_t lead[3]; /* extents of the leading dimensions, padded with 1 */
+  int64_t x_lead[3], residual_lead[3], y_lead[3], residual_out_lead[3];
+  int64_t x_col, residual_col, y_col, residual_out_col; /* stride of the row dimension */
+  int64_t weight_stride, bias_stride;
+  int64_t targets_stride, loss_stride, lse_stride;
+  int64_t ignore_index;
+  float eps, scale;
+  int32_t dtype;
+  int32_t weight_dtype; /* weight and bias */
+  int32_t vec;          /* every row tensor: unit row stride, 16-byte aligned rows */
+  int32_t cache_row;    /* the row (f32) fits the block's shared memory */
+} tsr_gpu_rows_params;
+
+/* ---- elementwise: swiglu, gelu, rope ---- */
+
+typedef struct tsr_gpu_elementwise_params {
+  uint64_t x, up, y; /* swiglu: x = gate */
+  int64_t total;     /* elements (rope: pairs) */
+  int64_t shape[4];  /* padded in front with 1 to rank 4 */
+  int64_t x_strides[4], up_strides[4], y_strides[4];
+  int64_t position_offset; /* rope */
+  float log2_theta;        /* rope: log2(theta) */
+  int32_t rotary_dim;      /* rope */
+  int32_t style;           /* rope: 0 neox, 1 gpt-j */
+  int32_t approximate;     /* gelu: 0 erf, 1 tanh */
+  int32_t dtype;
+  int32_t vec; /* all dense row-major, 16-byte aligned: flat vector loop */
+} tsr_gpu_elementwise_params;
+
+#endif /* TESSERA_CUDA_KERNEL_PARAMS_H */

@@ -1,0 +1,7 @@
+/* The one translation unit nvcc compiles into the plugin's fatbin: every op
+ * family's kernels in one module, loaded once per device with
+ * cuModuleLoadData. */
+#include "attention.cu"
+#include "elementwise.cu"
+#include "gemm.cu"
+#include "norm.cu"

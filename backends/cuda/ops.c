@@ -1,0 +1,619 @@
+/* Op launchers: turn a validated tsr_*_args and the chosen config into the
+ * kernel parameter block (kernels/kernel_params.h), pick the grid, and queue
+ * the kernel(s) on the queue's stream. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "configs.h"
+#include "cuda_internal.h"
+#include "kernels/kernel_list.h"
+#include "kernels/kernel_params.h"
+
+enum { MAX_GRID_YZ = 65535 };
+
+static int element_size(int32_t dtype) {
+  return dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_BF16 ? 2 : 4;
+}
+
+static const char *dtype_tag(int32_t dtype) {
+  return dtype == TSR_DTYPE_F32 ? "f32" : dtype == TSR_DTYPE_F16 ? "f16" : "bf16";
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+static tsr_status launch(cuda_queue *queue, int kernel, uint64_t grid_x, unsigned grid_y,
+                         unsigned grid_z, unsigned threads, unsigned smem, void *params) {
+  cuda_device *device = queue->device;
+  const cuda_plugin *plugin = device->plugin;
+  const cuda_kernel_info *info = cuda_kernel_at(kernel);
+  if (!info || !device->functions[kernel]) {
+    cuda_set_error(plugin, "cuda: kernel %d is not in the loaded module", kernel);
+    return TSR_ERROR_BACKEND;
+  }
+  if (grid_x == 0 || grid_y == 0 || grid_z == 0)
+    return TSR_OK;
+  if (grid_x > (uint64_t)INT_MAX) {
+    cuda_set_error(plugin, "cuda: %s would need %llu blocks, more than a grid holds", info->name,
+                   (unsigned long long)grid_x);
+    return TSR_ERROR_UNSUPPORTED;
+  }
+  void *arguments[] = {params};
+  CUresult result =
+      plugin->driver.cuLaunchKernel(device->functions[kernel], (unsigned)grid_x, grid_y, grid_z,
+                                    threads, 1, 1, smem, queue->stream, arguments, NULL);
+  if (result != CUDA_SUCCESS) {
+    char what[160];
+    snprintf(what, sizeof what,
+             "launching %s (%llu x %u x %u blocks of %u threads, %u bytes shared)", info->name,
+             (unsigned long long)grid_x, grid_y, grid_z, threads, smem);
+    return cuda_fail(plugin, result, what);
+  }
+  return TSR_OK;
+}
+
+static tsr_status launch_named(cuda_queue *queue, const char *name, uint64_t grid_x,
+                               unsigned grid_y, unsigned grid_z, unsigned threads, unsigned smem,
+                               void *params) {
+  int kernel = cuda_kernel_index(name);
+  if (kernel < 0) {
+    cuda_set_error(queue->device->plugin, "cuda: no kernel named %s in this build", name);
+    return TSR_ERROR_BACKEND;
+  }
+  return launch(queue, kernel, grid_x, grid_y, grid_z, threads, smem, params);
+}
+
+/* The queue's split-K scratch, at least `bytes`. Growing it waits for the
+ * stream, since queued kernels may still read the old one. */
+static tsr_status ensure_workspace(cuda_queue *queue, size_t bytes) {
+  if (queue->workspace_bytes >= bytes)
+    return TSR_OK;
+  const cuda_driver *driver = &queue->device->plugin->driver;
+  CUresult result = driver->cuStreamSynchronize(queue->stream);
+  if (result != CUDA_SUCCESS)
+    return cuda_fail(queue->device->plugin, result, "waiting for the queue to grow its workspace");
+  if (queue->workspace)
+    driver->cuMemFree(queue->workspace);
+  queue->workspace = 0;
+  queue->workspace_bytes = 0;
+  size_t rounded = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+  result = driver->cuMemAlloc(&queue->workspace, rounded);
+  if (result != CUDA_SUCCESS) {
+    queue->workspace = 0;
+    return cuda_fail(queue->device->plugin, result, "allocating the split-K workspace");
+  }
+  queue->workspace_bytes = rounded;
+  return TSR_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GEMM                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* How an operand's tiles reach shared memory: the tile layout follows its
+ * unit stride; 16-byte cp.async needs that unit stride, the other strides
+ * in multiples of 16 bytes and a 16-byte aligned start. */
+static void operand_layout(const tsr_plugin_tensor *t, int row_dim, int k_dim, int batch_dim,
+                           int esize, bool row_offsets_free, int32_t *k_major, int32_t *async) {
+  int64_t row_stride = t->strides[row_dim], k_stride = t->strides[k_dim];
+  *k_major = k_stride == 1 ? 1 : row_stride == 1 ? 0 : 1;
+  int64_t unit = *k_major ? k_stride : row_stride;
+  int64_t other = *k_major ? row_stride : k_stride;
+  bool ok = unit == 1 && (other * esize) % 16 == 0 && cuda_tensor_address(t) % 16 == 0;
+  if (batch_dim >= 0 && t->shape[batch_dim] > 1)
+    ok = ok && (t->strides[batch_dim] * esize) % 16 == 0;
+  /* Grouped GEMM starts groups at any row: only [row][k] tiles stay aligned. */
+  if (!row_offsets_free && !*k_major)
+    ok = false;
+  *async = ok;
+}
+
+static void fill_epilogue(tsr_gpu_gemm_params *p, const tsr_plugin_tensor *bias, float alpha,
+                          int32_t activation, int32_t out_dtype) {
+  p->alpha = alpha;
+  p->activation = activation;
+  p->out_dtype = out_dtype;
+  p->has_bias = bias->buffer != NULL;
+  if (p->has_bias)
+    p->bias = cuda_tensor_address(bias);
+}
+
+static tsr_status run_gemv(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_gemm_args *g,
+                           int64_t batch) {
+  const int sms = queue->device->props->multiprocessors;
+  const int esize = element_size(g->a.dtype);
+  const bool k_contiguous = g->b.strides[1] == 1;
+  const int64_t m = p->m, n = p->n, k = p->k;
+  bool aligned_b = cuda_tensor_address(&g->b) % 16 == 0 &&
+                   (g->b.shape[0] == 1 || (g->b.strides[0] * esize) % 16 == 0);
+  bool aligned_a = cuda_tensor_address(&g->a) % 16 == 0 &&
+                   (g->a.shape[0] == 1 || (g->a.strides[0] * esize) % 16 == 0);
+  char name[64];
+  int64_t blocks_x, split, threads;
+  if (k_contiguous) {
+    int rows = m <= 1 ? 1 : m <= 4 ? 4 : 16;
+    snprintf(name, sizeof name, "tsr_gemv_k_%s_r%d", dtype_tag(g->a.dtype), rows);
+    p->vec_b = aligned_b && (g->b.strides[2] * esize) % 16 == 0;
+    p->vec_a = aligned_a && g->a.strides[2] == 1 && (g->a.strides[1] * esize) % 16 == 0;
+    threads = 256;
+    blocks_x = ceil_div(n, 8);
+    split = ceil_div((int64_t)sms * 32, n);
+    int64_t most = k / 512 > 1 ? k / 512 : 1;
+    split = split < 1 ? 1 : split > most ? most : split;
+  } else {
+    int rows = m <= 1 ? 1 : m <= 4 ? 4 : 8;
+    snprintf(name, sizeof name, "tsr_gemv_n_%s_r%d", dtype_tag(g->a.dtype), rows);
+    p->vec_b = aligned_b && (g->b.strides[1] * esize) % 16 == 0;
+    threads = 128;
+    blocks_x = ceil_div(ceil_div(n, 8), threads);
+    split = ceil_div((int64_t)sms * 4, blocks_x);
+    int64_t most = k / 64 > 1 ? k / 64 : 1;
+    split = split < 1 ? 1 : split > most ? most : split;
+  }
+  int64_t per_split = ceil_div(ceil_div(k, split), 8) * 8;
+  if (per_split < 8)
+    per_split = 8;
+  split = k > 0 ? ceil_div(k, per_split) : 1;
+  p->k_per_split = per_split;
+  p->split_k = (int32_t)split;
+
+  for (int64_t b0 = 0; b0 < batch; b0 += MAX_GRID_YZ) {
+    int64_t chunk = batch - b0 < MAX_GRID_YZ ? batch - b0 : MAX_GRID_YZ;
+    p->batch_offset = (int32_t)b0;
+    p->batch_count = (int32_t)chunk;
+    if (split > 1) {
+      tsr_status status = ensure_workspace(queue, (size_t)split * (size_t)chunk * (size_t)m *
+                                                      (size_t)n * sizeof(float));
+      if (status != TSR_OK)
+        return status;
+      p->workspace = queue->workspace;
+    }
+    tsr_status status = launch_named(queue, name, (uint64_t)blocks_x, (unsigned)split,
+                                     (unsigned)chunk, (unsigned)threads, 0, p);
+    if (status != TSR_OK)
+      return status;
+    if (split > 1) {
+      int64_t total = m * n * chunk;
+      int64_t blocks = ceil_div(total, 256);
+      if (blocks > (int64_t)sms * 16)
+        blocks = (int64_t)sms * 16;
+      status = launch_named(queue, TSR_GEMM_SPLITK_NAME, (uint64_t)blocks, 1, 1, 256, 0, p);
+      if (status != TSR_OK)
+        return status;
+    }
+  }
+  return TSR_OK;
+}
+
+static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda_gemm_config *c) {
+  tsr_gpu_gemm_params p;
+  memset(&p, 0, sizeof p);
+  const int esize = element_size(g->a.dtype);
+  const int64_t batch = g->d.shape[0];
+  p.a = cuda_tensor_address(&g->a);
+  p.b = cuda_tensor_address(&g->b);
+  p.d = cuda_tensor_address(&g->d);
+  p.m = g->d.shape[1];
+  p.n = g->d.shape[2];
+  p.k = g->a.shape[2];
+  p.a_batch = g->a.strides[0];
+  p.a_m = g->a.strides[1];
+  p.a_k = g->a.strides[2];
+  p.b_batch = g->b.strides[0];
+  p.b_k = g->b.strides[1];
+  p.b_n = g->b.strides[2];
+  p.d_batch = g->d.strides[0];
+  p.d_m = g->d.strides[1];
+  p.d_n = g->d.strides[2];
+  p.in_dtype = g->a.dtype;
+  fill_epilogue(&p, &g->bias, g->alpha, g->activation, g->d.dtype);
+  p.bias_n = g->bias.buffer ? g->bias.strides[0] : 0;
+  if (g->c.buffer && g->beta != 0.0f) {
+    p.has_c = 1;
+    p.c = cuda_tensor_address(&g->c);
+    p.beta = g->beta;
+    p.c_batch = g->c.strides[0];
+    p.c_m = g->c.strides[1];
+    p.c_n = g->c.strides[2];
+  }
+  if (p.m == 0 || p.n == 0 || batch == 0)
+    return TSR_OK;
+  if (c->kind == CUDA_GEMM_GEMV)
+    return run_gemv(queue, &p, g, batch);
+
+  int bm = c->bm, bn = c->bn, threads = c->warps_m * c->warps_n * 32, smem = c->smem;
+  if (c->kind == CUDA_GEMM_SIMT) {
+    threads = 256;
+    smem = 0;
+  } else {
+    operand_layout(&g->a, 1, 2, 0, esize, true, &p.a_k_major, &p.a_async);
+    operand_layout(&g->b, 2, 1, 0, esize, true, &p.b_k_major, &p.b_async);
+  }
+  p.tiles_m = (int32_t)ceil_div(p.m, bm);
+  p.tiles_n = (int32_t)ceil_div(p.n, bn);
+  int kernel = cuda_gemm_kernel(c, g->a.dtype);
+  for (int64_t b0 = 0; b0 < batch; b0 += MAX_GRID_YZ) {
+    p.batch_offset = (int32_t)b0;
+    int64_t chunk = batch - b0 < MAX_GRID_YZ ? batch - b0 : MAX_GRID_YZ;
+    tsr_status status = launch(queue, kernel, (uint64_t)p.tiles_m * (uint64_t)p.tiles_n,
+                               (unsigned)chunk, 1, (unsigned)threads, (unsigned)smem, &p);
+    if (status != TSR_OK)
+      return status;
+  }
+  return TSR_OK;
+}
+
+static tsr_status run_grouped_gemm(cuda_queue *queue, const tsr_grouped_gemm_args *g,
+                                   const cuda_gemm_config *c) {
+  tsr_gpu_gemm_params p;
+  memset(&p, 0, sizeof p);
+  const int esize = element_size(g->a.dtype);
+  p.a = cuda_tensor_address(&g->a);
+  p.b = cuda_tensor_address(&g->b);
+  p.d = cuda_tensor_address(&g->d);
+  p.n = g->d.shape[1];
+  p.k = g->a.shape[1];
+  p.a_m = g->a.strides[0];
+  p.a_k = g->a.strides[1];
+  p.b_batch = g->b.strides[0];
+  p.b_k = g->b.strides[1];
+  p.b_n = g->b.strides[2];
+  p.d_m = g->d.strides[0];
+  p.d_n = g->d.strides[1];
+  p.in_dtype = g->a.dtype;
+  fill_epilogue(&p, &g->bias, g->alpha, g->activation, g->d.dtype);
+  if (g->bias.buffer) {
+    p.bias_batch = g->bias.strides[0];
+    p.bias_n = g->bias.strides[1];
+  }
+  if (p.n == 0)
+    return TSR_OK;
+  int bm = c->bm, bn = c->bn, threads = c->warps_m * c->warps_n * 32, smem = c->smem;
+  if (c->kind == CUDA_GEMM_SIMT) {
+    threads = 256;
+    smem = 0;
+  } else {
+    /* a: rows of each group start anywhere; b: a [K, N] matrix per group. */
+    tsr_plugin_tensor a3 = g->a;
+    a3.rank = 3;
+    a3.shape[2] = g->a.shape[1];
+    a3.strides[2] = g->a.strides[1];
+    a3.shape[1] = g->a.shape[0];
+    a3.strides[1] = g->a.strides[0];
+    a3.shape[0] = 1;
+    a3.strides[0] = 0;
+    operand_layout(&a3, 1, 2, 0, esize, false, &p.a_k_major, &p.a_async);
+    operand_layout(&g->b, 2, 1, 0, esize, true, &p.b_k_major, &p.b_async);
+  }
+  p.tiles_n = (int32_t)ceil_div(p.n, bn);
+  int kernel = cuda_gemm_kernel(c, g->a.dtype);
+
+  int64_t row = 0, tiles = 0;
+  int used = 0;
+  for (int64_t group = 0; group <= g->group_count; group++) {
+    bool last = group == g->group_count;
+    int64_t rows = last ? 0 : g->group_sizes[group];
+    if (!last && rows > 0) {
+      p.group_index[used] = (int32_t)group;
+      p.group_row_start[used] = (int32_t)row;
+      p.group_tile_start[used] = (int32_t)tiles;
+      tiles += ceil_div(rows, bm) * p.tiles_n;
+      row += rows;
+      used++;
+    }
+    if (used > 0 && (last || used == TSR_GPU_MAX_GROUPS)) {
+      p.group_row_start[used] = (int32_t)row;
+      p.group_tile_start[used] = (int32_t)tiles;
+      p.group_count = used;
+      tsr_status status =
+          launch(queue, kernel, (uint64_t)tiles, 1, 1, (unsigned)threads, (unsigned)smem, &p);
+      if (status != TSR_OK)
+        return status;
+      used = 0;
+      tiles = 0;
+    }
+  }
+  return TSR_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Attention                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void copy_strides4(const tsr_plugin_tensor *t, int64_t *b, int64_t *s, int64_t *h,
+                          int64_t *d) {
+  *b = t->strides[0];
+  *s = t->strides[1];
+  *h = t->strides[2];
+  *d = t->strides[3];
+}
+
+static tsr_status run_attention(cuda_queue *queue, const tsr_attention_args *a,
+                                const cuda_attention_config *c) {
+  tsr_gpu_attention_params p;
+  memset(&p, 0, sizeof p);
+  p.q = cuda_tensor_address(&a->q);
+  p.k = cuda_tensor_address(&a->k);
+  p.v = cuda_tensor_address(&a->v);
+  p.o = cuda_tensor_address(&a->o);
+  copy_strides4(&a->q, &p.q_b, &p.q_s, &p.q_h, &p.q_d);
+  copy_strides4(&a->k, &p.k_b, &p.k_s, &p.k_h, &p.k_d);
+  copy_strides4(&a->v, &p.v_b, &p.v_s, &p.v_h, &p.v_d);
+  copy_strides4(&a->o, &p.o_b, &p.o_s, &p.o_h, &p.o_d);
+  if (a->lse.buffer) {
+    p.has_lse = 1;
+    p.lse = cuda_tensor_address(&a->lse);
+    p.lse_b = a->lse.strides[0];
+    p.lse_h = a->lse.strides[1];
+    p.lse_s = a->lse.strides[2];
+  }
+  const int64_t batch = a->q.shape[0];
+  p.seq_q = a->q.shape[1];
+  p.seq_kv = a->k.shape[1];
+  p.heads_q = a->q.shape[2];
+  p.heads_kv = a->k.shape[2];
+  p.head_dim = a->q.shape[3];
+  p.group = (int32_t)(p.heads_q / p.heads_kv);
+  p.window_left = a->window_left < 0 ? -1 : a->window_left;
+  p.window_right = a->window_right < 0 ? -1 : a->window_right;
+  p.scale_log2 = a->scale * 1.4426950408889634f;
+  if (p.seq_q == 0 || batch == 0 || p.heads_q == 0)
+    return TSR_OK;
+  int kernel = cuda_attention_kernel(c, a->q.dtype);
+  if (c->kind == CUDA_ATTENTION_FLASH)
+    return launch(queue, kernel, (uint64_t)ceil_div(p.seq_q, TSR_GPU_FLASH_BQ), (unsigned)p.heads_q,
+                  (unsigned)batch, 128, (unsigned)c->smem, &p);
+  int tile = cuda_attention_generic_tile(p.head_dim, queue->device->dynamic_smem_limit);
+  p.kv_tile = tile;
+  return launch(queue, kernel, (uint64_t)ceil_div(p.seq_q, TSR_GPU_ATTN_ROWS), (unsigned)p.heads_q,
+                (unsigned)batch, 128,
+                (unsigned)TSR_GPU_ATTN_GENERIC_SMEM(p.head_dim, (int64_t)tile), &p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Row ops                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The leading (row-indexing) dimensions of a row tensor, padded in front to
+ * three; `col` receives the stride of the row dimension. */
+static void lead_of(const tsr_plugin_tensor *t, int64_t lead[3], int64_t strides[3], int64_t *col) {
+  int leading = t->rank - 1;
+  for (int i = 0; i < 3; i++) {
+    int d = leading - 3 + i;
+    lead[i] = d >= 0 ? t->shape[d] : 1;
+    strides[i] = d >= 0 ? t->strides[d] : 0;
+  }
+  *col = t->strides[t->rank - 1];
+}
+
+/* Rows of `t` can be read as 16-byte vectors. */
+static bool rows_vectorizable(const tsr_plugin_tensor *t) {
+  if (!t->buffer)
+    return true;
+  int esize = element_size(t->dtype);
+  if (t->strides[t->rank - 1] != 1 && t->shape[t->rank - 1] > 1)
+    return false;
+  if (cuda_tensor_address(t) % 16 != 0)
+    return false;
+  for (int d = 0; d + 1 < t->rank; d++)
+    if (t->shape[d] > 1 && (t->strides[d] * esize) % 16 != 0)
+      return false;
+  return true;
+}
+
+static uint64_t address_or_zero(const tsr_plugin_tensor *t) {
+  return t->buffer ? cuda_tensor_address(t) : 0;
+}
+
+static tsr_status launch_rows(cuda_queue *queue, const char *op, tsr_gpu_rows_params *p,
+                              const cuda_rows_config *c, bool may_cache) {
+  if (p->rows == 0)
+    return TSR_OK;
+  p->cache_row = may_cache && p->n * 4 <= CUDA_ROWS_CACHE_BYTES &&
+                 p->n * 4 <= queue->device->dynamic_smem_limit;
+  unsigned smem = p->cache_row ? (unsigned)(p->n * 4) : 0;
+  int64_t blocks = p->rows < (1 << 20) ? p->rows : (1 << 20);
+  char name[64];
+  snprintf(name, sizeof name, "tsr_%s_%s", op, dtype_tag(p->dtype));
+  return launch_named(queue, name, (uint64_t)blocks, 1, 1, (unsigned)c->threads, smem, p);
+}
+
+static void rows_common(tsr_gpu_rows_params *p, const tsr_plugin_tensor *x) {
+  memset(p, 0, sizeof *p);
+  p->x = cuda_tensor_address(x);
+  lead_of(x, p->lead, p->x_lead, &p->x_col);
+  p->rows = tsr_plugin_row_count(x);
+  p->n = x->shape[x->rank - 1];
+  p->dtype = x->dtype;
+}
+
+static tsr_status run_rmsnorm(cuda_queue *queue, const tsr_rmsnorm_args *a,
+                              const cuda_rows_config *c) {
+  tsr_gpu_rows_params p;
+  rows_common(&p, &a->x);
+  int64_t lead[3];
+  p.y = cuda_tensor_address(&a->y);
+  lead_of(&a->y, lead, p.y_lead, &p.y_col);
+  if (a->residual.buffer) {
+    p.residual = cuda_tensor_address(&a->residual);
+    lead_of(&a->residual, lead, p.residual_lead, &p.residual_col);
+  }
+  if (a->residual_out.buffer) {
+    p.residual_out = cuda_tensor_address(&a->residual_out);
+    lead_of(&a->residual_out, lead, p.residual_out_lead, &p.residual_out_col);
+  }
+  p.weight = address_or_zero(&a->weight);
+  p.weight_stride = a->weight.buffer ? a->weight.strides[0] : 0;
+  p.weight_dtype = a->weight.buffer ? a->weight.dtype : a->x.dtype;
+  p.eps = a->eps;
+  p.vec = rows_vectorizable(&a->x) && rows_vectorizable(&a->y) && rows_vectorizable(&a->residual) &&
+          rows_vectorizable(&a->residual_out);
+  return launch_rows(queue, "rmsnorm", &p, c, true);
+}
+
+static tsr_status run_layernorm(cuda_queue *queue, const tsr_layernorm_args *a,
+                                const cuda_rows_config *c) {
+  tsr_gpu_rows_params p;
+  rows_common(&p, &a->x);
+  int64_t lead[3];
+  p.y = cuda_tensor_address(&a->y);
+  lead_of(&a->y, lead, p.y_lead, &p.y_col);
+  p.weight = address_or_zero(&a->weight);
+  p.weight_stride = a->weight.buffer ? a->weight.strides[0] : 0;
+  p.bias = address_or_zero(&a->bias);
+  p.bias_stride = a->bias.buffer ? a->bias.strides[0] : 0;
+  p.weight_dtype = a->weight.buffer ? a->weight.dtype : a->bias.buffer ? a->bias.dtype : a->x.dtype;
+  p.eps = a->eps;
+  p.vec = rows_vectorizable(&a->x) && rows_vectorizable(&a->y);
+  return launch_rows(queue, "layernorm", &p, c, true);
+}
+
+static tsr_status run_softmax(cuda_queue *queue, const tsr_softmax_args *a,
+                              const cuda_rows_config *c) {
+  tsr_gpu_rows_params p;
+  rows_common(&p, &a->x);
+  int64_t lead[3];
+  p.y = cuda_tensor_address(&a->y);
+  lead_of(&a->y, lead, p.y_lead, &p.y_col);
+  p.scale = a->scale;
+  p.vec = rows_vectorizable(&a->x) && rows_vectorizable(&a->y);
+  return launch_rows(queue, "softmax", &p, c, true);
+}
+
+static tsr_status run_cross_entropy(cuda_queue *queue, const tsr_cross_entropy_args *a,
+                                    const cuda_rows_config *c) {
+  tsr_gpu_rows_params p;
+  rows_common(&p, &a->logits);
+  p.targets = cuda_tensor_address(&a->targets);
+  p.targets_stride = a->targets.strides[0];
+  p.loss = cuda_tensor_address(&a->loss);
+  p.loss_stride = a->loss.strides[0];
+  p.lse = address_or_zero(&a->lse);
+  p.lse_stride = a->lse.buffer ? a->lse.strides[0] : 0;
+  p.ignore_index = a->ignore_index;
+  p.status = queue->status;
+  p.vec = rows_vectorizable(&a->logits);
+  tsr_status status = launch_rows(queue, "cross_entropy", &p, c, false);
+  if (status == TSR_OK && p.rows > 0) {
+    queue->status_armed = true;
+    queue->status_vocab = p.n;
+    queue->status_ignore_index = a->ignore_index;
+  }
+  return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Shape and strides padded in front to rank 4. */
+static void pad4(const tsr_plugin_tensor *t, int64_t shape[4], int64_t strides[4]) {
+  int missing = 4 - t->rank;
+  for (int i = 0; i < 4; i++) {
+    shape[i] = i < missing ? 1 : t->shape[i - missing];
+    strides[i] = i < missing ? 0 : t->strides[i - missing];
+  }
+}
+
+static bool dense_aligned(const tsr_plugin_tensor *t) {
+  if (!t->buffer)
+    return true;
+  int64_t expected = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->shape[d] > 1 && t->strides[d] != expected)
+      return false;
+    expected *= t->shape[d];
+  }
+  return cuda_tensor_address(t) % 16 == 0;
+}
+
+static tsr_status launch_elementwise(cuda_queue *queue, const char *op,
+                                     tsr_gpu_elementwise_params *p,
+                                     const cuda_elementwise_config *c, int64_t work) {
+  if (work == 0)
+    return TSR_OK;
+  int64_t blocks = ceil_div(work, c->threads);
+  int64_t most = (int64_t)queue->device->props->multiprocessors * 32;
+  if (blocks > most)
+    blocks = most;
+  char name[64];
+  snprintf(name, sizeof name, "tsr_%s_%s", op, dtype_tag(p->dtype));
+  return launch_named(queue, name, (uint64_t)blocks, 1, 1, (unsigned)c->threads, 0, p);
+}
+
+static tsr_status run_unary(cuda_queue *queue, const char *op, const tsr_plugin_tensor *x,
+                            const tsr_plugin_tensor *up, const tsr_plugin_tensor *y,
+                            int32_t approximate, const cuda_elementwise_config *c) {
+  tsr_gpu_elementwise_params p;
+  memset(&p, 0, sizeof p);
+  int64_t shape[4];
+  p.x = cuda_tensor_address(x);
+  p.y = cuda_tensor_address(y);
+  pad4(x, p.shape, p.x_strides);
+  pad4(y, shape, p.y_strides);
+  if (up) {
+    p.up = cuda_tensor_address(up);
+    pad4(up, shape, p.up_strides);
+  }
+  p.total = p.shape[0] * p.shape[1] * p.shape[2] * p.shape[3];
+  p.dtype = x->dtype;
+  p.approximate = approximate;
+  p.vec = dense_aligned(x) && dense_aligned(y) && (!up || dense_aligned(up));
+  int64_t work = p.vec ? ceil_div(p.total, 16 / element_size(p.dtype)) : p.total;
+  return launch_elementwise(queue, op, &p, c, work);
+}
+
+static tsr_status run_rope(cuda_queue *queue, const tsr_rope_args *a,
+                           const cuda_elementwise_config *c) {
+  tsr_gpu_elementwise_params p;
+  memset(&p, 0, sizeof p);
+  int64_t shape[4];
+  p.x = cuda_tensor_address(&a->x);
+  p.y = cuda_tensor_address(&a->y);
+  pad4(&a->x, p.shape, p.x_strides);
+  pad4(&a->y, shape, p.y_strides);
+  p.total = p.shape[0] * p.shape[1] * p.shape[2] * (p.shape[3] / 2);
+  p.position_offset = a->position_offset;
+  p.log2_theta = log2f(a->theta);
+  p.rotary_dim = a->rotary_dim;
+  p.style = a->style;
+  p.dtype = a->x.dtype;
+  return launch_elementwise(queue, "rope", &p, c, p.total);
+}
+
+/* ------------------------------------------------------------------------ */
+
+tsr_status cuda_op_launch(cuda_queue *queue, tsr_op op, const void *args, const void *config) {
+  switch (op) {
+  case TSR_OP_GEMM:
+    return run_gemm(queue, args, config);
+  case TSR_OP_GROUPED_GEMM:
+    return run_grouped_gemm(queue, args, config);
+  case TSR_OP_ATTENTION:
+    return run_attention(queue, args, config);
+  case TSR_OP_RMSNORM:
+    return run_rmsnorm(queue, args, config);
+  case TSR_OP_LAYERNORM:
+    return run_layernorm(queue, args, config);
+  case TSR_OP_SOFTMAX:
+    return run_softmax(queue, args, config);
+  case TSR_OP_CROSS_ENTROPY:
+    return run_cross_entropy(queue, args, config);
+  case TSR_OP_SWIGLU: {
+    const tsr_swiglu_args *a = args;
+    return run_unary(queue, "swiglu", &a->gate, &a->up, &a->y, 0, config);
+  }
+  case TSR_OP_GELU: {
+    const tsr_gelu_args *a = args;
+    return run_unary(queue, "gelu", &a->x, NULL, &a->y, a->approximate, config);
+  }
+  case TSR_OP_ROPE:
+    return run_rope(queue, args, config);
+  default:
+    cuda_set_error(queue->device->plugin, "cuda: op %d is unknown", (int)op);
+    return TSR_ERROR_UNSUPPORTED;
+  }
+}
