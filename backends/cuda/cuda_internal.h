@@ -64,6 +64,7 @@ typedef struct cuda_device {
 typedef struct cuda_buffer {
   CUdeviceptr pointer;
   uint64_t bytes;
+  bool wrapped; /* the application's memory: never freed here */
 } cuda_buffer;
 
 typedef struct cuda_queue {

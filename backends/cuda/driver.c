@@ -30,6 +30,7 @@ static const driver_symbol driver_symbols[] = {
     SYMBOL(cuCtxSynchronize, "cuCtxSynchronize"),
     SYMBOL(cuMemAlloc, "cuMemAlloc_v2"),
     SYMBOL(cuMemFree, "cuMemFree_v2"),
+    SYMBOL(cuMemGetAddressRange, "cuMemGetAddressRange_v2"),
     SYMBOL(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
     SYMBOL(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
     SYMBOL(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),

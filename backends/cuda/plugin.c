@@ -433,9 +433,50 @@ static void cuda_buffer_free(void *handle, void *buffer_handle) {
   if (cuda_enter(device) == TSR_OK) {
     const cuda_driver *d = &device->plugin->driver;
     d->cuCtxSynchronize();
-    d->cuMemFree(buffer->pointer);
+    if (!buffer->wrapped)
+      d->cuMemFree(buffer->pointer);
   }
   free(buffer);
+}
+
+/* Wraps an application's device pointer. The driver confirms that the whole
+ * range lies in one allocation of this context, so a stale or foreign pointer
+ * is refused here instead of faulting in a kernel. */
+static tsr_status cuda_buffer_wrap(void *handle, int32_t kind, void *pointer, uint64_t bytes,
+                                   void **out) {
+  cuda_device *device = handle;
+  if (kind != TSR_EXTERNAL_CUDA_DEVICE_POINTER) {
+    cuda_set_error(device->plugin, "cuda: only CUDA device pointers can be wrapped (kind %d)",
+                   (int)kind);
+    return TSR_ERROR_UNSUPPORTED;
+  }
+  tsr_status status = cuda_enter(device);
+  if (status != TSR_OK)
+    return status;
+  CUdeviceptr start = (CUdeviceptr)(uintptr_t)pointer, base = 0;
+  size_t size = 0;
+  CUresult result = device->plugin->driver.cuMemGetAddressRange(&base, &size, start);
+  if (result != CUDA_SUCCESS)
+    return cuda_fail(device->plugin, result,
+                     "cuMemGetAddressRange (is the pointer device memory of this GPU?)");
+  if (start - base > size || bytes > size - (start - base)) {
+    cuda_set_error(
+        device->plugin,
+        "cuda: %llu bytes at 0x%llx pass the end of their %llu-byte allocation at 0x%llx",
+        (unsigned long long)bytes, (unsigned long long)start, (unsigned long long)size,
+        (unsigned long long)base);
+    return TSR_ERROR_OUT_OF_BOUNDS;
+  }
+  cuda_buffer *buffer = calloc(1, sizeof *buffer);
+  if (!buffer) {
+    cuda_set_error(device->plugin, "cuda: out of host memory for a buffer");
+    return TSR_ERROR_OUT_OF_MEMORY;
+  }
+  buffer->pointer = start;
+  buffer->bytes = bytes;
+  buffer->wrapped = true;
+  *out = buffer;
+  return TSR_OK;
 }
 
 static bool check_range(const cuda_plugin *plugin, const char *what, const cuda_buffer *buffer,
@@ -827,7 +868,7 @@ static const tsr_plugin_v1 cuda_plugin_table = {
     .op_supported = cuda_op_supported,
     .op_variants = cuda_op_variants_entry,
     .op_run = cuda_op_run,
-    .buffer_wrap = NULL,
+    .buffer_wrap = cuda_buffer_wrap,
 };
 
 __attribute__((visibility("default"))) uint32_t tsr_plugin_negotiate(uint32_t core_max_abi);
