@@ -1,131 +1,85 @@
 /* tessera bench: op timings measured with queue events after warm-up, medians
- * over rotated random input sets, rates as TFLOP/s or GB/s, the fraction of
- * the device's measured ceiling (a large buffer copy for bandwidth, the
- * vendor GEMM for matrix rate) and, where a vendor library is on the machine
- * (OpenBLAS for the CPU), its time on the same inputs in the same run. */
-#include <dlfcn.h>
+ * over rotated random input sets, rates as GFLOP/s and GB/s, the fraction of
+ * this machine's measured ceiling (a large buffer copy for bandwidth; for
+ * CPUs, a loop of independent FMAs on the device's thread count for
+ * arithmetic) and, for f32 GEMM on CPUs, OpenBLAS's cblas_sgemm on the same
+ * inputs in the same run: as installed, with OPENBLAS_CORETYPE=SkylakeX (its
+ * fastest kernels on AVX-512) and with Prescott (what its detection falls
+ * back to on CPUs it does not know).
+ * `--suite cpu` runs exactly the rows of issue 3's acceptance criteria and
+ * judges each against its threshold. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "calibrate.h"
 #include "commands.h"
 #include "common.h"
+#include "openblas.h"
 #include "problem.h"
 #include "timing.h"
 
-/* ---- OpenBLAS, loaded at run time so the tool never depends on it ---- */
-
-enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
-
-typedef void (*cblas_sgemm_fn)(int order, int trans_a, int trans_b, int m, int n, int k,
-                               float alpha, const float *a, int lda, const float *b, int ldb,
-                               float beta, float *c, int ldc);
-typedef void (*openblas_set_num_threads_fn)(int threads);
-
-typedef struct vendor_blas {
-  void *library;
-  cblas_sgemm_fn sgemm;
-  openblas_set_num_threads_fn set_threads;
-} vendor_blas;
-
-static bool vendor_open(vendor_blas *blas) {
-  memset(blas, 0, sizeof *blas);
-  static const char *const names[] = {"libopenblas.so.0", "libopenblas.so"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0] && blas->library == NULL; i++)
-    blas->library = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-  if (blas->library == NULL)
-    return false;
-  /* dlsym returns an object pointer; copying it into a function pointer is
-   * how POSIX expects it to be used. */
-  void *sgemm = dlsym(blas->library, "cblas_sgemm");
-  void *set_threads = dlsym(blas->library, "openblas_set_num_threads");
-  if (sgemm == NULL || set_threads == NULL) {
-    dlclose(blas->library);
-    blas->library = NULL;
-    return false;
-  }
-  memcpy(&blas->sgemm, &sgemm, sizeof sgemm);
-  memcpy(&blas->set_threads, &set_threads, sizeof set_threads);
-  return true;
-}
-
-static void vendor_close(vendor_blas *blas) {
-  if (blas->library != NULL)
-    dlclose(blas->library);
-  memset(blas, 0, sizeof *blas);
-}
-
-/* One row-major sgemm D = A B with A [M,K] and B [K,N] given by strides
- * (either dimension may be the unit-stride one). */
-typedef struct host_gemm {
-  const float *a, *b;
-  float *d;
-  int m, n, k;
-  int trans_a, trans_b;
-  int lda, ldb, ldd;
-} host_gemm;
-
-static void vendor_sgemm(const vendor_blas *blas, const host_gemm *g) {
-  blas->sgemm(CBLAS_ROW_MAJOR, g->trans_a ? CBLAS_TRANS : CBLAS_NO_TRANS,
-              g->trans_b ? CBLAS_TRANS : CBLAS_NO_TRANS, g->m, g->n, g->k, 1.0f, g->a, g->lda, g->b,
-              g->ldb, 0.0f, g->d, g->ldd);
-}
-
-/* Median host time of the vendor call over rotated input sets. */
-static double time_vendor(const vendor_blas *blas, const host_gemm *sets, int set_count, int warmup,
-                          int min_runs, int max_runs, double budget) {
-  for (int i = 0; i < warmup; i++)
-    vendor_sgemm(blas, &sets[i % set_count]);
-  double samples[TIMING_MAX_SAMPLES];
-  if (max_runs > TIMING_MAX_SAMPLES)
-    max_runs = TIMING_MAX_SAMPLES;
-  int count = 0;
-  double total = 0.0;
-  while (count < max_runs && (count < min_runs || total < budget)) {
-    double start = now_seconds();
-    vendor_sgemm(blas, &sets[count % set_count]);
-    double elapsed = now_seconds() - start;
-    samples[count++] = elapsed * 1e3;
-    total += elapsed;
-  }
-  return median(samples, count);
-}
-
-/* ---- rows ---- */
+typedef enum bench_suite { SUITE_DEFAULT, SUITE_CPU } bench_suite;
 
 typedef struct bench_options {
   const char *selectors[MAX_SELECTED_DEVICES];
   int selector_count;
   bool all;
-  tsr_op op; /* TSR_OP_COUNT_: every op */
+  tsr_op op;         /* TSR_OP_COUNT_: every op */
+  const char *shape; /* only rows of this shape (SHAPE syntax); NULL: all */
   bool short_run;
   const char *json_path;
+  bench_suite suite;
 } bench_options;
+
+/* What a device can do at most, measured at the start of its rows. */
+typedef struct device_calibration {
+  char device[48];
+  char name[96];
+  bool is_cpu;
+  int threads;
+  double copy_gbs; /* NaN when not measured */
+  size_t copy_bytes;
+  int copy_runs;
+  host_peak fma;  /* CPUs only; gflops NaN otherwise */
+  host_peak bf16; /* CPUs with AVX512_BF16 only */
+  int peak_repeats;
+  /* Cores other processes used during each measurement (NaN: unknown). */
+  double copy_others, fma_others, bf16_others;
+  openblas_probe openblas[OPENBLAS_VARIANT_COUNT]; /* CPUs only */
+} device_calibration;
 
 typedef struct bench_row {
   char device[48];
   problem_spec spec;
   char shape[96];
-  double ms, tflops, gbs;
-  double ceiling_fraction;  /* NaN: no ceiling known */
-  const char *ceiling_kind; /* "copy", "sgemm" */
-  double vendor_ms;         /* NaN: no vendor timing */
+  double ms, gflops, gbs;
+  double peak_fraction;                       /* NaN: no ceiling known */
+  const char *peak_kind;                      /* "fma", "bf16 dot", "copy" */
+  double openblas_ms[OPENBLAS_VARIANT_COUNT]; /* NaN: not timed */
+  char openblas_error[OPENBLAS_VARIANT_COUNT][256];
+  double others_load; /* cores used by other processes while timed (worst window) */
+  double copy_gbs;    /* rows bound by memory: copies timed around the row; else NaN */
   int runs;
   bool failed;
 } bench_row;
 
-typedef struct device_ceiling {
-  char device[48];
-  double copy_gbs;      /* NaN when not measured */
-  double vendor_tflops; /* NaN when no vendor GEMM */
-  char vendor[32];
-  int threads;
-} device_ceiling;
+/* Keeps the worse of two loads (NaN: unknown). */
+static void note_load(bench_row *row, double load) {
+  if (isnan(row->others_load) || load > row->others_load)
+    row->others_load = load;
+}
 
-static problem_spec square_gemm(tsr_dtype dtype, int64_t size) {
+/* ------------------------------------------------------------------------ */
+/* Rows                                                                      */
+/* ------------------------------------------------------------------------ */
+
+static problem_spec gemm_shape(tsr_dtype dtype, int64_t m, int64_t n, int64_t k) {
   problem_spec s;
   problem_spec_from_shape(&s, TSR_OP_GEMM, dtype, "1x1x1", false);
-  s.gemm.m = s.gemm.n = s.gemm.k = size;
+  s.gemm.m = m;
+  s.gemm.n = n;
+  s.gemm.k = k;
   return s;
 }
 
@@ -146,7 +100,7 @@ static int default_rows(bool short_run, problem_spec *rows) {
   int size_count = short_run ? 2 : 3;
   for (int d = 0; d < 2; d++)
     for (int i = 0; i < size_count; i++)
-      rows[n++] = square_gemm(d == 0 ? TSR_DTYPE_F32 : TSR_DTYPE_BF16, sizes[i]);
+      rows[n++] = gemm_shape(d == 0 ? TSR_DTYPE_F32 : TSR_DTYPE_BF16, sizes[i], sizes[i], sizes[i]);
   const tsr_dtype bf16 = TSR_DTYPE_BF16;
   if (short_run) {
     rows[n++] = shaped(TSR_OP_ATTENTION, bf16, "1x4x4x256x256x64", true);
@@ -169,141 +123,577 @@ static int default_rows(bool short_run, problem_spec *rows) {
   return n;
 }
 
-/* Device bandwidth: a large buffer-to-buffer copy, counted as bytes read
- * plus bytes written. */
-static double measure_copy_gbs(tsr_device *device, tsr_queue *queue, uint64_t memory,
-                               bool short_run) {
+/* ---- suite cpu: issue 3's acceptance, row by row ---- */
+
+enum {
+  CPU_GEMM_1024,
+  CPU_GEMM_2048,
+  CPU_GEMM_4096,
+  CPU_GEMM_LLAMA, /* 4096x11008x4096 */
+  CPU_GEMM_BF16_4096,
+  CPU_GEMV_F32,
+  CPU_GEMV_BF16,
+  CPU_RMSNORM,
+  CPU_SOFTMAX,
+  CPU_SWIGLU,
+  CPU_ATTENTION,
+  CPU_SUITE_ROWS
+};
+
+static int cpu_suite_rows(problem_spec *rows) {
+  const tsr_dtype f32 = TSR_DTYPE_F32, bf16 = TSR_DTYPE_BF16;
+  rows[CPU_GEMM_1024] = gemm_shape(f32, 1024, 1024, 1024);
+  rows[CPU_GEMM_2048] = gemm_shape(f32, 2048, 2048, 2048);
+  rows[CPU_GEMM_4096] = gemm_shape(f32, 4096, 4096, 4096);
+  rows[CPU_GEMM_LLAMA] = gemm_shape(f32, 4096, 11008, 4096);
+  rows[CPU_GEMM_BF16_4096] = gemm_shape(bf16, 4096, 4096, 4096);
+  rows[CPU_GEMV_F32] = gemm_shape(f32, 1, 4096, 4096);
+  rows[CPU_GEMV_BF16] = gemm_shape(bf16, 1, 4096, 4096);
+  rows[CPU_RMSNORM] = shaped(TSR_OP_RMSNORM, f32, "8192x8192", false);
+  rows[CPU_SOFTMAX] = shaped(TSR_OP_SOFTMAX, f32, "8192x8192", false);
+  rows[CPU_SWIGLU] = shaped(TSR_OP_SWIGLU, f32, "8192x8192", false);
+  rows[CPU_ATTENTION] = shaped(TSR_OP_ATTENTION, f32, "1x8x8x2048x2048x128", false);
+  return CPU_SUITE_ROWS;
+}
+
+typedef enum criterion_kind {
+  OVER_OPENBLAS,     /* OpenBLAS time (one variant) / tessera time */
+  OVER_OWN_RATE,     /* GFLOP/s / GFLOP/s of another row */
+  WEIGHTS_OVER_COPY, /* GB/s of B (the weights) / copy bandwidth */
+  BYTES_OVER_COPY    /* GB/s / copy bandwidth */
+} criterion_kind;
+
+typedef struct suite_criterion {
+  int row;
+  criterion_kind kind;
+  int reference; /* OVER_OPENBLAS: the variant; OVER_OWN_RATE: the row */
+  double threshold;
+  bool supplementary; /* not in the issue's words; shown for context */
+} suite_criterion;
+
+/* The issue's criteria, in its order. The Prescott lines are supplementary:
+ * "as installed" is whatever OpenBLAS's detection picks on the machine at
+ * hand, and the criterion was written where it picked Prescott. */
+static const suite_criterion cpu_criteria[] = {
+    {CPU_GEMM_1024, OVER_OPENBLAS, OPENBLAS_SKYLAKEX, 0.95, false},
+    {CPU_GEMM_1024, OVER_OPENBLAS, OPENBLAS_AS_INSTALLED, 4.0, false},
+    {CPU_GEMM_1024, OVER_OPENBLAS, OPENBLAS_PRESCOTT, 4.0, true},
+    {CPU_GEMM_2048, OVER_OPENBLAS, OPENBLAS_SKYLAKEX, 0.95, false},
+    {CPU_GEMM_2048, OVER_OPENBLAS, OPENBLAS_AS_INSTALLED, 4.0, false},
+    {CPU_GEMM_2048, OVER_OPENBLAS, OPENBLAS_PRESCOTT, 4.0, true},
+    {CPU_GEMM_4096, OVER_OPENBLAS, OPENBLAS_SKYLAKEX, 0.95, false},
+    {CPU_GEMM_4096, OVER_OPENBLAS, OPENBLAS_AS_INSTALLED, 4.0, false},
+    {CPU_GEMM_4096, OVER_OPENBLAS, OPENBLAS_PRESCOTT, 4.0, true},
+    {CPU_GEMM_LLAMA, OVER_OPENBLAS, OPENBLAS_SKYLAKEX, 0.95, false},
+    {CPU_GEMM_LLAMA, OVER_OPENBLAS, OPENBLAS_AS_INSTALLED, 4.0, false},
+    {CPU_GEMM_LLAMA, OVER_OPENBLAS, OPENBLAS_PRESCOTT, 4.0, true},
+    {CPU_GEMM_BF16_4096, OVER_OWN_RATE, CPU_GEMM_4096, 1.6, false},
+    {CPU_GEMV_F32, WEIGHTS_OVER_COPY, 0, 0.8, false},
+    {CPU_GEMV_BF16, WEIGHTS_OVER_COPY, 0, 0.8, false},
+    {CPU_RMSNORM, BYTES_OVER_COPY, 0, 0.8, false},
+    {CPU_SOFTMAX, BYTES_OVER_COPY, 0, 0.8, false},
+    {CPU_SWIGLU, BYTES_OVER_COPY, 0, 0.8, false},
+    {CPU_ATTENTION, OVER_OWN_RATE, CPU_GEMM_4096, 0.5, false},
+};
+#define CPU_CRITERIA (int)(sizeof cpu_criteria / sizeof cpu_criteria[0])
+
+typedef struct criterion_result {
+  char device[48];
+  char text[320];
+  double measured; /* NaN: could not be judged */
+  /* The most the measured ceilings allow for this ratio (the arithmetic
+   * peak over the other side's rate); NaN where no such bound applies. */
+  double attainable;
+  double threshold;
+  const char *verdict; /* "PASS", "FAIL", "n/a" */
+  char why[96];        /* for n/a */
+  bool supplementary;
+} criterion_result;
+
+static bool row_ok(const bench_row *row) {
+  return row != NULL && !row->failed && row->ms > 0.0;
+}
+
+static void judge(const suite_criterion *c, const bench_row *device_rows, const bool *row_present,
+                  const device_calibration *cal, criterion_result *result) {
+  memset(result, 0, sizeof *result);
+  snprintf(result->device, sizeof result->device, "%s", cal->device);
+  result->threshold = c->threshold;
+  result->measured = NAN;
+  result->attainable = NAN;
+  const bench_row *row = &device_rows[c->row]; /* the caller only judges rows that ran */
+  result->supplementary = c->supplementary;
+  const bench_row *reference =
+      c->kind == OVER_OWN_RATE && row_present[c->reference] ? &device_rows[c->reference] : NULL;
+  problem_spec specs[CPU_SUITE_ROWS];
+  cpu_suite_rows(specs);
+  char shape[96], reference_shape[96];
+  problem_format_shape(&specs[c->row], shape, sizeof shape);
+  const char *op = tsr_op_name(specs[c->row].op), *dtype = tsr_dtype_name(specs[c->row].dtype);
+  switch (c->kind) {
+  case OVER_OPENBLAS: {
+    openblas_variant v = (openblas_variant)c->reference;
+    const openblas_probe *probe = &cal->openblas[v];
+    snprintf(result->text, sizeof result->text, "%s %s %s: tessera / OpenBLAS %s%s%s%s", op, dtype,
+             shape, openblas_variant_label(v), probe->available ? " (core " : "",
+             probe->available ? probe->core : "", probe->available ? ")" : "");
+    if (row_ok(row) && isfinite(row->openblas_ms[v])) {
+      result->measured = row->openblas_ms[v] / row->ms;
+      double openblas_gflops = problem_flops(&row->spec) / (row->openblas_ms[v] * 1e-3) / 1e9;
+      result->attainable = cal->fma.gflops / openblas_gflops;
+    } else if (row_ok(row))
+      snprintf(result->why, sizeof result->why, "OpenBLAS %s not timed", openblas_variant_label(v));
+    break;
+  }
+  case OVER_OWN_RATE:
+    problem_format_shape(&specs[c->reference], reference_shape, sizeof reference_shape);
+    snprintf(result->text, sizeof result->text, "%s %s %s: GFLOP/s / tessera's %s %s %s", op, dtype,
+             shape, tsr_op_name(specs[c->reference].op), tsr_dtype_name(specs[c->reference].dtype),
+             reference_shape);
+    if (row_ok(row) && row_ok(reference)) {
+      result->measured = row->gflops / reference->gflops;
+      const host_peak *peak =
+          row->spec.dtype == TSR_DTYPE_BF16 && isfinite(cal->bf16.gflops) ? &cal->bf16 : &cal->fma;
+      result->attainable = peak->gflops / reference->gflops;
+    } else if (row_ok(row))
+      snprintf(result->why, sizeof result->why, "reference row not run");
+    break;
+  case WEIGHTS_OVER_COPY:
+  case BYTES_OVER_COPY:
+    snprintf(result->text, sizeof result->text, "%s %s %s: %s / copy bandwidth", op, dtype, shape,
+             c->kind == WEIGHTS_OVER_COPY ? "GB/s of the weights" : "GB/s");
+    double copy_gbs = isfinite(row->copy_gbs) ? row->copy_gbs : cal->copy_gbs;
+    if (row_ok(row) && isfinite(copy_gbs)) {
+      double gbs = row->gbs;
+      if (c->kind == WEIGHTS_OVER_COPY) {
+        const gemm_spec *g = &row->spec.gemm;
+        double weight_bytes = (double)g->k * (double)g->n * (double)tsr_dtype_size(row->spec.dtype);
+        gbs = weight_bytes / (row->ms * 1e-3) / 1e9;
+      }
+      result->measured = gbs / copy_gbs;
+    } else if (row_ok(row)) {
+      snprintf(result->why, sizeof result->why, "copy bandwidth not measured");
+    }
+    break;
+  }
+  if (!row_ok(row))
+    snprintf(result->why, sizeof result->why, "row failed");
+  result->verdict = !isfinite(result->measured)        ? "n/a"
+                    : result->measured >= c->threshold ? "PASS"
+                                                       : "FAIL";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Calibration                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Device bandwidth: a large buffer-to-buffer copy of random bytes, counted
+ * as bytes read plus bytes written. The buffers stay allocated for the
+ * device's rows, so each row bound by memory can be compared with copies
+ * timed right around it: the memory bandwidth of a shared host drifts over
+ * minutes, and a ratio should compare like with like. */
+typedef struct copy_probe {
+  tsr_queue *queue;
+  tsr_buffer *src, *dst;
+  size_t bytes;
+} copy_probe;
+
+static void copy_probe_destroy(copy_probe *probe) {
+  tsr_buffer_destroy(probe->src);
+  tsr_buffer_destroy(probe->dst);
+  memset(probe, 0, sizeof *probe);
+}
+
+static bool copy_probe_create(tsr_device *device, tsr_queue *queue, uint64_t memory, bool short_run,
+                              copy_probe *probe) {
+  memset(probe, 0, sizeof *probe);
+  probe->queue = queue;
   size_t bytes = short_run ? ((size_t)32 << 20) : ((size_t)256 << 20);
   while (memory > 0 && bytes > ((size_t)1 << 20) && (uint64_t)bytes * 8 > memory)
     bytes /= 2;
-  tsr_buffer *src = NULL, *dst = NULL;
-  double result = NAN;
+  probe->bytes = bytes;
   unsigned char *fill = malloc(bytes);
-  if (fill == NULL)
-    return NAN;
+  if (fill == NULL) {
+    cli_error("bench: out of host memory for the copy buffers");
+    return false;
+  }
   rng generator;
   rng_seed(&generator, 99);
   for (size_t i = 0; i < bytes; i += 8) {
     uint64_t word = rng_next(&generator);
     memcpy(fill + i, &word, bytes - i < 8 ? bytes - i : 8);
   }
-  tsr_status status = tsr_buffer_create(device, bytes, &src);
+  tsr_status status = tsr_buffer_create(device, bytes, &probe->src);
   if (status == TSR_OK)
-    status = tsr_buffer_create(device, bytes, &dst);
+    status = tsr_buffer_create(device, bytes, &probe->dst);
   if (status == TSR_OK)
-    status = tsr_buffer_write(queue, src, 0, fill, bytes);
+    status = tsr_buffer_write(queue, probe->src, 0, fill, bytes);
   if (status == TSR_OK)
-    status = tsr_buffer_copy(queue, src, 0, dst, 0, bytes); /* warm-up: pages in dst */
+    status = tsr_buffer_copy(queue, probe->src, 0, probe->dst, 0, bytes); /* pages in dst */
   if (status == TSR_OK)
     status = tsr_queue_finish(queue);
-  double samples[8];
-  int count = 0;
-  for (int i = 0; i < (short_run ? 3 : 5) && status == TSR_OK; i++) {
+  free(fill);
+  if (status != TSR_OK) {
+    cli_api_error("measuring copy bandwidth", status);
+    copy_probe_destroy(probe);
+    return false;
+  }
+  return true;
+}
+
+/* Appends `runs` event-timed copies (ms) to samples[*count]. */
+static bool copy_probe_time(copy_probe *probe, int runs, double *samples, int *count) {
+  tsr_status status = TSR_OK;
+  for (int i = 0; i < runs && status == TSR_OK; i++) {
     tsr_event *start = NULL, *end = NULL;
-    status = tsr_event_record(queue, &start);
+    status = tsr_event_record(probe->queue, &start);
     if (status == TSR_OK)
-      status = tsr_buffer_copy(queue, src, 0, dst, 0, bytes);
+      status = tsr_buffer_copy(probe->queue, probe->src, 0, probe->dst, 0, probe->bytes);
     if (status == TSR_OK)
-      status = tsr_event_record(queue, &end);
+      status = tsr_event_record(probe->queue, &end);
     if (status == TSR_OK)
       status = tsr_event_wait(end);
     double ms = 0.0;
     if (status == TSR_OK)
       status = tsr_event_elapsed_ms(start, end, &ms);
     if (status == TSR_OK && ms > 0.0)
-      samples[count++] = ms;
+      samples[(*count)++] = ms;
     tsr_event_destroy(start);
     tsr_event_destroy(end);
   }
   if (status != TSR_OK)
     cli_api_error("measuring copy bandwidth", status);
-  else if (count > 0)
-    result = 2.0 * (double)bytes / (median(samples, count) * 1e-3) / 1e9;
-  tsr_buffer_destroy(src);
-  tsr_buffer_destroy(dst);
-  free(fill);
-  return result;
+  return status == TSR_OK;
 }
 
-/* The vendor's matrix rate on host buffers of random data. */
-static double measure_vendor_tflops(const vendor_blas *blas, int64_t size, bool short_run) {
-  size_t count = (size_t)(size * size);
-  float *a = malloc(count * sizeof *a), *b = malloc(count * sizeof *b),
-        *d = malloc(count * sizeof *d);
-  double tflops = NAN;
-  if (a != NULL && b != NULL && d != NULL) {
-    rng generator;
-    rng_seed(&generator, 5);
-    for (size_t i = 0; i < count; i++) {
-      a[i] = (float)rng_uniform(&generator);
-      b[i] = (float)rng_uniform(&generator);
+/* GB/s (read + write) of the median of `count` copy times. */
+static double copy_gbs_of(const copy_probe *probe, double *samples, int count) {
+  return count > 0 ? 2.0 * (double)probe->bytes / (median(samples, count) * 1e-3) / 1e9 : NAN;
+}
+
+static void calibrate_device(tsr_device *device, const tsr_device_info *info, tsr_queue *queue,
+                             const bench_options *o, copy_probe *copy, device_calibration *cal) {
+  memset(cal, 0, sizeof *cal);
+  snprintf(cal->device, sizeof cal->device, "%s", info->selector);
+  snprintf(cal->name, sizeof cal->name, "%s", info->name);
+  cal->is_cpu = info->type == TSR_DEVICE_CPU;
+  cal->threads = (int)(info->compute_units ? info->compute_units : 1);
+  cal->fma.gflops = NAN;
+  cal->bf16.gflops = NAN;
+  cal->copy_others = cal->fma_others = cal->bf16_others = NAN;
+
+  progress_update("bench %s: copy bandwidth", info->selector);
+  load_mark mark;
+  load_mark_now(&mark);
+  if (copy_probe_create(device, queue, info->memory_bytes, o->short_run, copy)) {
+    double samples[16];
+    int count = 0;
+    copy_probe_time(copy, o->short_run ? 3 : 9, samples, &count);
+    cal->copy_bytes = copy->bytes;
+    cal->copy_runs = count;
+    cal->copy_gbs = copy_gbs_of(copy, samples, count);
+  }
+  cal->copy_others = load_others_since(&mark);
+  progress_clear();
+  if (isfinite(cal->copy_gbs))
+    printf("  copy:       %.1f GB/s (read + write; tsr_buffer_copy of %zu MiB, median of %d; "
+           "others %.2f)\n",
+           cal->copy_gbs, cal->copy_bytes >> 20, cal->copy_runs, cal->copy_others);
+  if (!cal->is_cpu) {
+    printf("  arithmetic peak: not measured for %s devices (compute rows show no fraction)\n",
+           info->backend);
+    return;
+  }
+  /* The host's FMA rate on the device's threads: the plugin runs on these
+   * cores, so this is the most its GEMM could reach. */
+  double seconds = o->short_run ? 0.03 : 0.2;
+  cal->peak_repeats = o->short_run ? 3 : 7;
+  progress_update("bench %s: FMA peak", info->selector);
+  load_mark_now(&mark);
+  measure_fma_peak(cal->threads, seconds, cal->peak_repeats, &cal->fma);
+  cal->fma_others = load_others_since(&mark);
+  progress_clear();
+  printf("  FMA peak:   %.1f GFLOP/s (f32, %s loop of independent FMAs on %d threads, best of %d; "
+         "others %.2f)\n",
+         cal->fma.gflops, cal->fma.isa, cal->threads, cal->peak_repeats, cal->fma_others);
+  progress_update("bench %s: bf16 dot peak", info->selector);
+  load_mark_now(&mark);
+  measure_bf16_dot_peak(cal->threads, seconds, cal->peak_repeats, &cal->bf16);
+  cal->bf16_others = load_others_since(&mark);
+  progress_clear();
+  if (isfinite(cal->bf16.gflops))
+    printf("  bf16 peak:  %.1f GFLOP/s (vdpbf16ps loop on %d threads, best of %d; others %.2f; "
+           "the ceiling of bf16 rows)\n",
+           cal->bf16.gflops, cal->threads, cal->peak_repeats, cal->bf16_others);
+
+  for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++) {
+    progress_update("bench %s: loading OpenBLAS", info->selector);
+    openblas_probe_variant((openblas_variant)v, &cal->openblas[v]);
+    progress_clear();
+    const openblas_probe *p = &cal->openblas[v];
+    const char *coretype = openblas_variant_coretype((openblas_variant)v);
+    char how[64];
+    if (coretype != NULL)
+      snprintf(how, sizeof how, "OPENBLAS_CORETYPE=%s", coretype);
+    else
+      snprintf(how, sizeof how, "as installed");
+    if (p->available)
+      printf("  OpenBLAS:   %-27s core %s (%s)\n", how, p->core, p->config);
+    else
+      printf("  OpenBLAS:   %-27s not available: %s\n", how, p->error);
+  }
+  bool any_openblas = false;
+  for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
+    any_openblas = any_openblas || cal->openblas[v].available;
+  if (any_openblas)
+    printf("              cblas_sgemm with %d threads, each variant timed in its own child "
+           "process on the same inputs\n",
+           cal->threads);
+}
+
+/* ------------------------------------------------------------------------ */
+/* One row                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static timing_plan plan_for(const problem_spec *spec, bool short_run) {
+  double flops = problem_flops(spec), bytes = problem_bytes(spec);
+  /* One long run needs no second warm-up. */
+  bool heavy = flops > 4e9 || bytes > 512e6;
+  return short_run ? (timing_plan){1, 3, 10, 0.1}
+                   : (timing_plan){heavy ? 1 : 3, 3, 30, heavy ? 2.0 : 1.0};
+}
+
+/* OpenBLAS on the very same inputs, in a child; proves the inputs equal
+ * (hash) and the products agree (norm) before trusting the time. */
+static void time_openblas(problem *sets, int set_count, const timing_plan *plan,
+                          const device_calibration *cal, bench_row *row) {
+  uint64_t hash = 0;
+  double norm = NAN;
+  bool have_hash = gemm_inputs_hash(sets, set_count, &hash);
+  bool have_norm = gemm_output_norm(&sets[0], &norm);
+  for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++) {
+    if (!cal->openblas[v].available)
+      continue;
+    char *error = row->openblas_error[v];
+    size_t capacity = sizeof row->openblas_error[v];
+    if (!have_hash || !have_norm) {
+      snprintf(error, capacity, "cannot read the device's buffers on the host");
+      continue;
     }
-    host_gemm g = {a, b, d, (int)size, (int)size, (int)size, 0, 0, (int)size, (int)size, (int)size};
-    double ms = time_vendor(blas, &g, 1, 1, 3, short_run ? 5 : 10, short_run ? 0.1 : 0.5);
-    tflops = 2.0 * (double)size * (double)size * (double)size / (ms * 1e-3) / 1e12;
+    openblas_timing t;
+    load_mark mark;
+    load_mark_now(&mark);
+    bool timed =
+        openblas_time_sgemm((openblas_variant)v, &row->spec, set_count, cal->threads, plan, &t);
+    double competing = load_self_since(&mark);
+    note_load(row, load_others_since(&mark));
+    /* The parent only waits; if a plugin's idle threads spin instead of
+     * sleeping, they take cores from OpenBLAS and the ratio flatters us. */
+    if (competing > 0.05)
+      cli_error("warning: tessera's own threads used %.2f cores while OpenBLAS %s ran gemm f32 %s "
+                "(idle threads that spin?): that ratio flatters tessera",
+                competing, openblas_variant_label((openblas_variant)v), row->shape);
+    if (!timed) {
+      snprintf(error, capacity, "%s", t.error);
+    } else if (t.inputs_hash != hash) {
+      snprintf(error, capacity, "its inputs differ from tessera's (hash %016llx vs %016llx)",
+               (unsigned long long)t.inputs_hash, (unsigned long long)hash);
+    } else if (!(fabs(t.output_norm - norm) <= 1e-4 * norm)) {
+      snprintf(error, capacity, "its product differs from tessera's (norm %.9g vs %.9g)",
+               t.output_norm, norm);
+    } else {
+      row->openblas_ms[v] = t.median_ms;
+    }
+    if (error[0] != '\0')
+      cli_error("OpenBLAS %s on gemm f32 %s: %s", openblas_variant_label((openblas_variant)v),
+                row->shape, error);
   }
-  free(a);
-  free(b);
-  free(d);
-  return tflops;
 }
 
-/* Host views of a built f32 gemm problem for the vendor call (needs a
- * host-visible device and finished work). */
-static bool host_gemm_of(problem *p, host_gemm *g) {
-  void *pointers[3];
-  const char *names[3] = {"a", "b", "d"};
-  const tsr_tensor *views[3];
-  for (int i = 0; i < 3; i++) {
-    views[i] = NULL;
-    for (int t = 0; t < p->tensor_count; t++)
-      if (strcmp(p->tensors[t].name, names[i]) == 0)
-        views[i] = &p->tensors[t].view;
-    if (views[i] == NULL || tsr_buffer_map(views[i]->buffer, &pointers[i]) != TSR_OK)
-      return false;
-    pointers[i] = (char *)pointers[i] + views[i]->offset;
+/* Benchmarks one row on one device; fills `row`. */
+static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue *queue,
+                      const problem_spec *spec, const bench_options *o,
+                      const device_calibration *cal, copy_probe *copy, bench_row *row) {
+  memset(row, 0, sizeof *row);
+  snprintf(row->device, sizeof row->device, "%s", info->selector);
+  row->spec = *spec;
+  row->peak_fraction = NAN;
+  row->others_load = NAN;
+  row->copy_gbs = NAN;
+  for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
+    row->openblas_ms[v] = NAN;
+  problem_format_shape(spec, row->shape, sizeof row->shape);
+
+  /* Roofline from the calibration: whichever ceiling allows the longer
+   * least time binds (decode attention is bound by memory, prefill by
+   * arithmetic). */
+  double flops = problem_flops(spec), bytes = problem_bytes(spec);
+  const host_peak *peak =
+      spec->dtype == TSR_DTYPE_BF16 && isfinite(cal->bf16.gflops) ? &cal->bf16 : &cal->fma;
+  double compute_s = flops > 0.0 && isfinite(peak->gflops) ? flops / (peak->gflops * 1e9) : 0.0;
+  double memory_s = isfinite(cal->copy_gbs) ? bytes / (cal->copy_gbs * 1e9) : 0.0;
+  bool compute_known = flops == 0.0 || isfinite(peak->gflops);
+  bool judged = compute_known && (compute_s > 0.0 || memory_s > 0.0);
+  bool compute_bound = compute_s > memory_s;
+
+  /* Two or three input sets used in turn, so no run finds its inputs
+   * already in cache from the previous one (two when they are large). */
+  problem sets[3];
+  memset(sets, 0, sizeof sets);
+  int set_count = bytes > 256e6 ? 2 : 3;
+  problem_build_options build = {0, false};
+  int built = 0;
+  for (; built < set_count; built++) {
+    if (problem_build(&sets[built], spec, device, queue, bench_input_seed(built), &build) !=
+        TSR_OK) {
+      cli_error("bench %s %s %s: %s", tsr_op_name(spec->op), tsr_dtype_name(spec->dtype),
+                row->shape, sets[built].error);
+      row->failed = true;
+      built++;
+      break;
+    }
   }
-  const gemm_spec *s = &p->spec.gemm;
-  g->a = pointers[0];
-  g->b = pointers[1];
-  g->d = pointers[2];
-  g->m = (int)s->m;
-  g->n = (int)s->n;
-  g->k = (int)s->k;
-  g->trans_a = s->trans_a;
-  g->trans_b = s->trans_b;
-  /* Row-major leading dimension: the stride of the first matrix dimension
-   * of what is stored (the transposed view's larger stride). */
-  g->lda = (int)(s->trans_a ? views[0]->strides[views[0]->rank - 1]
-                            : views[0]->strides[views[0]->rank - 2]);
-  g->ldb = (int)(s->trans_b ? views[1]->strides[views[1]->rank - 1]
-                            : views[1]->strides[views[1]->rank - 2]);
-  g->ldd = (int)views[2]->strides[views[2]->rank - 2];
-  return true;
+  timing_plan plan = plan_for(spec, o->short_run);
+  /* A row bound by memory is compared with copies timed just before and
+   * just after it (median of both). */
+  bool bracket = judged && !compute_bound && copy->src != NULL;
+  double copy_samples[16];
+  int copy_count = 0, copy_runs = o->short_run ? 2 : 4;
+  if (!row->failed && bracket)
+    copy_probe_time(copy, copy_runs, copy_samples, &copy_count);
+  if (!row->failed) {
+    load_mark mark;
+    load_mark_now(&mark);
+    row->failed = time_problem(sets, set_count, queue, NULL, &plan, &row->ms, &row->runs) != TSR_OK;
+    note_load(row, load_others_since(&mark));
+  }
+  if (!row->failed && bracket) {
+    copy_probe_time(copy, copy_runs, copy_samples, &copy_count);
+    row->copy_gbs = copy_gbs_of(copy, copy_samples, copy_count);
+  }
+  if (!row->failed) {
+    row->gflops = flops / (row->ms * 1e-3) / 1e9;
+    row->gbs = bytes / (row->ms * 1e-3) / 1e9;
+    if (judged) {
+      double copy_gbs = isfinite(row->copy_gbs) ? row->copy_gbs : cal->copy_gbs;
+      row->peak_fraction = compute_bound ? row->gflops / peak->gflops : row->gbs / copy_gbs;
+      row->peak_kind = !compute_bound ? "copy" : peak == &cal->bf16 ? "bf16 dot" : "fma";
+    }
+    if (cal->is_cpu && info->host_visible && openblas_handles(spec))
+      time_openblas(sets, set_count, &plan, cal, row);
+  }
+  for (int i = 0; i < built; i++)
+    problem_destroy(&sets[i]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Column labels of the OpenBLAS variants. */
+static const char *const openblas_columns[OPENBLAS_VARIANT_COUNT] = {"OB-inst ms", "OB-SKX ms",
+                                                                     "OB-PSC ms"};
+
+static void print_header(void) {
+  printf("%-13s %-5s %-22s %10s %9s %8s %-13s %6s", "op", "dtype", "shape", "median ms", "GFLOP/s",
+         "GB/s", "of peak", "copy");
+  for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
+    printf(" %11s %6s", openblas_columns[v], "x");
+  printf(" %6s\n", "others");
 }
 
 static void print_row(const bench_row *r) {
-  char tflops[16] = "-", gbs[16] = "-", ceiling[32] = "-", vendor_ms[16] = "-", ratio[16] = "-";
-  if (r->tflops > 0.0)
-    snprintf(tflops, sizeof tflops, "%.4f", r->tflops);
-  snprintf(gbs, sizeof gbs, "%.2f", r->gbs);
-  if (isfinite(r->ceiling_fraction))
-    snprintf(ceiling, sizeof ceiling, "%.0f%% %s", r->ceiling_fraction * 100.0, r->ceiling_kind);
-  if (isfinite(r->vendor_ms)) {
-    snprintf(vendor_ms, sizeof vendor_ms, "%.4f", r->vendor_ms);
-    snprintf(ratio, sizeof ratio, "%.2f", r->vendor_ms / r->ms);
-  }
-  if (r->failed)
-    printf("%-13s %-5s %-26s %10s\n", tsr_op_name(r->spec.op), tsr_dtype_name(r->spec.dtype),
+  if (r->failed) {
+    printf("%-13s %-5s %-22s %10s\n", tsr_op_name(r->spec.op), tsr_dtype_name(r->spec.dtype),
            r->shape, "failed");
+    fflush(stdout);
+    return;
+  }
+  char gflops[16] = "-", peak[32] = "-";
+  if (r->gflops > 0.0)
+    snprintf(gflops, sizeof gflops, "%.1f", r->gflops);
+  if (isfinite(r->peak_fraction))
+    snprintf(peak, sizeof peak, "%.0f%% %s", r->peak_fraction * 100.0, r->peak_kind);
+  char copy[16] = "-";
+  if (isfinite(r->copy_gbs))
+    snprintf(copy, sizeof copy, "%.1f", r->copy_gbs);
+  printf("%-13s %-5s %-22s %10.3f %9s %8.2f %-13s %6s", tsr_op_name(r->spec.op),
+         tsr_dtype_name(r->spec.dtype), r->shape, r->ms, gflops, r->gbs, peak, copy);
+  for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++) {
+    if (isfinite(r->openblas_ms[v]))
+      printf(" %11.3f %6.2f", r->openblas_ms[v], r->openblas_ms[v] / r->ms);
+    else
+      printf(" %11s %6s", "-", "-");
+  }
+  if (isfinite(r->others_load))
+    printf(" %6.2f\n", r->others_load);
   else
-    printf("%-13s %-5s %-26s %10.4f %9s %9s %-12s %10s %10s\n", tsr_op_name(r->spec.op),
-           tsr_dtype_name(r->spec.dtype), r->shape, r->ms, tflops, gbs, ceiling, vendor_ms, ratio);
+    printf(" %6s\n", "-");
   fflush(stdout);
 }
 
-static bool write_bench_json(const char *path, const bench_row *rows, int row_count,
-                             const device_ceiling *ceilings, int device_count, bool short_run) {
+static void print_legend(void) {
+  printf("\nof peak: GFLOP/s over the FMA peak (bf16: over the bf16 dot peak) for rows bound by "
+         "arithmetic, GB/s over the copy bandwidth for rows bound by memory (the ceiling that "
+         "allows the longer least time binds).\n"
+         "copy: for rows bound by memory, the copy bandwidth (GB/s) timed just before and after "
+         "the row (median), which 'of peak' and the criteria use: a shared host's memory "
+         "bandwidth drifts.\n"
+         "OB-inst / OB-SKX / OB-PSC: OpenBLAS cblas_sgemm as installed / with "
+         "OPENBLAS_CORETYPE=SkylakeX / with OPENBLAS_CORETYPE=Prescott, on the same inputs with "
+         "the same thread count; x = OpenBLAS time / tessera time (> 1: tessera is faster).\n"
+         "others: cores' worth of CPU that other processes (and other guests of the hypervisor) "
+         "used while the row was timed, worst of its windows; well above 0 means the row was "
+         "disturbed.\n");
+}
+
+static void print_criteria(const criterion_result *results, int count) {
+  if (count == 0)
+    return;
+  printf("\nsuite cpu: issue 3 acceptance (ratios from this run; * = supplementary, not in the "
+         "issue)\n");
+  printf("%-8s %-84s %9s %8s %9s  %s\n", "device", "criterion", "measured", "needs", "at most",
+         "verdict");
+  int tally[2][3] = {{0, 0, 0}, {0, 0, 0}}; /* [supplementary][PASS, FAIL, n/a] */
+  for (int i = 0; i < count; i++) {
+    const criterion_result *r = &results[i];
+    char measured[16] = "-", needs[16], text[330];
+    if (isfinite(r->measured))
+      snprintf(measured, sizeof measured, "%.2f", r->measured);
+    snprintf(needs, sizeof needs, ">= %g", r->threshold);
+    char attainable[16] = "-";
+    if (isfinite(r->attainable))
+      snprintf(attainable, sizeof attainable, "%.2f", r->attainable);
+    snprintf(text, sizeof text, "%s%s", r->supplementary ? "* " : "", r->text);
+    printf("%-8s %-84s %9s %8s %9s  %s%s%s%s\n", r->device, text, measured, needs, attainable,
+           r->verdict, r->why[0] ? " (" : "", r->why, r->why[0] ? ")" : "");
+    int verdict = strcmp(r->verdict, "PASS") == 0 ? 0 : strcmp(r->verdict, "FAIL") == 0 ? 1 : 2;
+    tally[r->supplementary ? 1 : 0][verdict]++;
+  }
+  printf("suite cpu: %d PASS, %d FAIL, %d n/a (supplementary: %d PASS, %d FAIL, %d n/a)\n",
+         tally[0][0], tally[0][1], tally[0][2], tally[1][0], tally[1][1], tally[1][2]);
+  printf("(at most: the ratio this machine's measured peak allows, i.e. the FMA (bf16: bf16 dot) "
+         "peak over the other side's rate; a threshold above it cannot be met here)\n");
+}
+
+static void json_host_peak(FILE *f, const char *key, const host_peak *peak, double others) {
+  fprintf(f, ", \"%s\": ", key);
+  if (!isfinite(peak->gflops)) {
+    fputs("null", f);
+    return;
+  }
+  fprintf(f, "{\"gflops\": ");
+  json_number(f, peak->gflops);
+  fprintf(f, ", \"isa\": ");
+  json_string(f, peak->isa);
+  fprintf(f, ", \"threads\": %d, \"others_load\": ", peak->threads);
+  json_number(f, others);
+  fprintf(f, "}");
+}
+
+static bool write_bench_json(const char *path, const bench_options *o, const bench_row *rows,
+                             int row_count, const device_calibration *cals, int device_count,
+                             const criterion_result *criteria, int criterion_count) {
   FILE *f = fopen(path, "w");
   if (f == NULL) {
     cli_error("cannot write %s", path);
@@ -311,20 +701,36 @@ static bool write_bench_json(const char *path, const bench_row *rows, int row_co
   }
   fprintf(f, "{\n  \"tool\": \"tessera bench\",\n  \"version\": ");
   json_string(f, tsr_version());
-  fprintf(f, ",\n  \"short\": %s,\n  \"devices\": [", short_run ? "true" : "false");
+  fprintf(f, ",\n  \"suite\": \"%s\",\n  \"short\": %s,\n  \"devices\": [",
+          o->suite == SUITE_CPU ? "cpu" : "default", o->short_run ? "true" : "false");
   for (int d = 0; d < device_count; d++) {
+    const device_calibration *c = &cals[d];
     fprintf(f, "%s\n    {\"device\": ", d ? "," : "");
-    json_string(f, ceilings[d].device);
-    fprintf(f, ", \"copy_gbs\": ");
-    json_number(f, ceilings[d].copy_gbs);
-    fprintf(f, ", \"vendor\": ");
-    if (ceilings[d].vendor[0])
-      json_string(f, ceilings[d].vendor);
-    else
-      fputs("null", f);
-    fprintf(f, ", \"vendor_gemm_tflops\": ");
-    json_number(f, ceilings[d].vendor_tflops);
-    fprintf(f, "}");
+    json_string(f, c->device);
+    fprintf(f, ", \"name\": ");
+    json_string(f, c->name);
+    fprintf(f, ", \"threads\": %d, \"copy_gbs\": ", c->threads);
+    json_number(f, c->copy_gbs);
+    fprintf(f, ", \"copy_bytes\": %zu, \"copy_runs\": %d", c->copy_bytes, c->copy_runs);
+    fprintf(f, ", \"copy_others_load\": ");
+    json_number(f, c->copy_others);
+    json_host_peak(f, "fma_peak", &c->fma, c->fma_others);
+    json_host_peak(f, "bf16_dot_peak", &c->bf16, c->bf16_others);
+    fprintf(f, ", \"openblas\": {");
+    for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++) {
+      const openblas_probe *p = &c->openblas[v];
+      fprintf(f, "%s\"%s\": ", v ? ", " : "", openblas_variant_key((openblas_variant)v));
+      if (!c->is_cpu || !p->available) {
+        fputs("null", f);
+        continue;
+      }
+      fprintf(f, "{\"core\": ");
+      json_string(f, p->core);
+      fprintf(f, ", \"config\": ");
+      json_string(f, p->config);
+      fprintf(f, "}");
+    }
+    fprintf(f, "}}");
   }
   fprintf(f, "\n  ],\n  \"rows\": [");
   for (int i = 0; i < row_count; i++) {
@@ -336,24 +742,52 @@ static bool write_bench_json(const char *path, const bench_row *rows, int row_co
     json_string(f, r->shape);
     fprintf(f, ", \"status\": \"%s\", \"median_ms\": ", r->failed ? "failed" : "ok");
     json_number(f, r->failed ? NAN : r->ms);
-    fprintf(f, ", \"runs\": %d, \"tflops\": ", r->runs);
-    json_number(f, r->failed || r->tflops <= 0.0 ? NAN : r->tflops);
+    fprintf(f, ", \"runs\": %d, \"gflops\": ", r->runs);
+    json_number(f, r->failed || r->gflops <= 0.0 ? NAN : r->gflops);
     fprintf(f, ", \"gbs\": ");
     json_number(f, r->failed ? NAN : r->gbs);
-    fprintf(f, ", \"ceiling_fraction\": ");
-    json_number(f, r->ceiling_fraction);
-    fprintf(f, ", \"ceiling\": ");
-    if (r->ceiling_kind)
-      json_string(f, r->ceiling_kind);
+    fprintf(f, ", \"others_load\": ");
+    json_number(f, r->others_load);
+    fprintf(f, ", \"copy_gbs_around\": ");
+    json_number(f, r->copy_gbs);
+    fprintf(f, ", \"peak_fraction\": ");
+    json_number(f, r->peak_fraction);
+    fprintf(f, ", \"peak\": ");
+    if (r->peak_kind)
+      json_string(f, r->peak_kind);
     else
       fputs("null", f);
-    fprintf(f, ", \"vendor_ms\": ");
-    json_number(f, r->vendor_ms);
-    fprintf(f, ", \"tessera_over_vendor\": ");
-    json_number(f, isfinite(r->vendor_ms) ? r->vendor_ms / r->ms : NAN);
+    for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++) {
+      const char *key = openblas_variant_key((openblas_variant)v);
+      fprintf(f, ", \"openblas_%s_ms\": ", key);
+      json_number(f, r->openblas_ms[v]);
+      fprintf(f, ", \"openblas_%s_over_tessera\": ", key);
+      json_number(f, r->openblas_ms[v] / r->ms);
+    }
     fprintf(f, "}");
   }
-  fprintf(f, "\n  ]\n}\n");
+  fprintf(f, "\n  ],\n  \"criteria\": [");
+  for (int i = 0; i < criterion_count; i++) {
+    const criterion_result *c = &criteria[i];
+    fprintf(f, "%s\n    {\"device\": ", i ? "," : "");
+    json_string(f, c->device);
+    fprintf(f, ", \"criterion\": ");
+    json_string(f, c->text);
+    fprintf(f, ", \"measured\": ");
+    json_number(f, c->measured);
+    fprintf(f, ", \"attainable\": ");
+    json_number(f, c->attainable);
+    fprintf(f, ", \"threshold\": ");
+    json_number(f, c->threshold);
+    fprintf(f, ", \"verdict\": \"%s\", \"supplementary\": %s", c->verdict,
+            c->supplementary ? "true" : "false");
+    if (c->why[0]) {
+      fprintf(f, ", \"why\": ");
+      json_string(f, c->why);
+    }
+    fprintf(f, "}");
+  }
+  fprintf(f, "%s]\n}\n", criterion_count ? "\n  " : "");
   bool ok = ferror(f) == 0;
   ok = fclose(f) == 0 && ok;
   if (!ok)
@@ -361,9 +795,14 @@ static bool write_bench_json(const char *path, const bench_row *rows, int row_co
   return ok;
 }
 
+/* ------------------------------------------------------------------------ */
+/* The command                                                               */
+/* ------------------------------------------------------------------------ */
+
 static int parse_bench_options(int argc, char **argv, bench_options *o) {
   memset(o, 0, sizeof *o);
   o->op = TSR_OP_COUNT_;
+  o->suite = SUITE_DEFAULT;
   arg_cursor c;
   arg_begin(&c, argc, argv);
   while (!arg_done(&c)) {
@@ -380,86 +819,31 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
       o->op = parse_op(value);
       if (o->op == TSR_OP_COUNT_)
         return EXIT_USAGE;
+    } else if (arg_value(&c, "--shape", &value)) {
+      o->shape = value;
     } else if (arg_flag(&c, "--short")) {
       o->short_run = true;
     } else if (arg_value(&c, "--json", &value)) {
       o->json_path = value;
+    } else if (arg_value(&c, "--suite", &value)) {
+      if (strcmp(value, "cpu") == 0) {
+        o->suite = SUITE_CPU;
+      } else if (strcmp(value, "default") == 0) {
+        o->suite = SUITE_DEFAULT;
+      } else {
+        cli_error("unknown suite '%s' (suites: default, cpu)", value);
+        return EXIT_USAGE;
+      }
     } else {
       return arg_unknown(&c, "bench");
     }
   }
-  return c.failed ? EXIT_USAGE : EXIT_OK;
-}
-
-/* Benchmarks one row on one device; fills `row`. */
-static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue *queue,
-                      const problem_spec *spec, const bench_options *o, const vendor_blas *blas,
-                      const device_ceiling *ceiling, bench_row *row) {
-  memset(row, 0, sizeof *row);
-  snprintf(row->device, sizeof row->device, "%s", info->selector);
-  row->spec = *spec;
-  row->ceiling_fraction = NAN;
-  row->vendor_ms = NAN;
-  problem_format_shape(spec, row->shape, sizeof row->shape);
-
-  /* Two or three input sets used in turn, so no run finds its inputs
-   * already in cache from the previous one (two when they are large). */
-  problem sets[3];
-  memset(sets, 0, sizeof sets);
-  double bytes = problem_bytes(spec);
-  int set_count = bytes > 256e6 ? 2 : 3;
-  problem_build_options build = {0, false};
-  int built = 0;
-  for (; built < set_count; built++) {
-    if (problem_build(&sets[built], spec, device, queue, seed_mix(11, (uint64_t)built), &build) !=
-        TSR_OK) {
-      cli_error("bench %s %s %s: %s", tsr_op_name(spec->op), tsr_dtype_name(spec->dtype),
-                row->shape, sets[built].error);
-      row->failed = true;
-      built++;
-      break;
-    }
-  }
-  double flops = problem_flops(spec);
-  if (!row->failed) {
-    /* One long run needs no second warm-up. */
-    bool heavy = flops > 4e9 || bytes > 512e6;
-    timing_plan plan = o->short_run ? (timing_plan){1, 3, 10, 0.1}
-                                    : (timing_plan){heavy ? 1 : 3, 3, 30, heavy ? 2.0 : 1.0};
-    row->failed = time_problem(sets, set_count, queue, NULL, &plan, &row->ms, &row->runs) != TSR_OK;
-  }
-  if (!row->failed) {
-    row->tflops = flops / (row->ms * 1e-3) / 1e12;
-    row->gbs = bytes / (row->ms * 1e-3) / 1e9;
-    /* Roofline: the least time the measured ceilings allow, from the matrix
-     * rate or the bandwidth, whichever binds (decode attention is bound by
-     * memory, prefill by arithmetic); the fraction is that over the time. */
-    double compute_s = flops > 0.0 && isfinite(ceiling->vendor_tflops)
-                           ? flops / (ceiling->vendor_tflops * 1e12)
-                           : 0.0;
-    double memory_s = isfinite(ceiling->copy_gbs) ? bytes / (ceiling->copy_gbs * 1e9) : 0.0;
-    bool compute_known = flops == 0.0 || isfinite(ceiling->vendor_tflops);
-    if (compute_known && (compute_s > 0.0 || memory_s > 0.0)) {
-      row->ceiling_fraction = (compute_s > memory_s ? compute_s : memory_s) / (row->ms * 1e-3);
-      row->ceiling_kind = compute_s > memory_s ? "sgemm" : "copy";
-    }
-    /* The vendor GEMM on the very same inputs, where there is one. */
-    if (blas->library != NULL && spec->op == TSR_OP_GEMM && spec->dtype == TSR_DTYPE_F32 &&
-        spec->gemm.batch <= 1 && info->host_visible) {
-      host_gemm g[3];
-      bool mapped = true;
-      for (int i = 0; i < set_count && mapped; i++)
-        mapped = host_gemm_of(&sets[i], &g[i]);
-      if (mapped) {
-        bool heavy = flops > 4e9;
-        row->vendor_ms =
-            o->short_run ? time_vendor(blas, g, set_count, 1, 3, 10, 0.1)
-                         : time_vendor(blas, g, set_count, heavy ? 1 : 3, 3, 30, heavy ? 2.0 : 1.0);
-      }
-    }
-  }
-  for (int i = 0; i < built; i++)
-    problem_destroy(&sets[i]);
+  if (c.failed)
+    return EXIT_USAGE;
+  /* The cpu suite is about the CPU device unless told otherwise. */
+  if (o->suite == SUITE_CPU && o->selector_count == 0 && !o->all)
+    o->selectors[o->selector_count++] = "cpu";
+  return EXIT_OK;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -467,6 +851,8 @@ int cmd_bench(int argc, char **argv) {
   int rc = parse_bench_options(argc, argv, &o);
   if (rc != EXIT_OK)
     return rc;
+  /* Before any plugin starts threads (children get these CPUs). */
+  openblas_remember_affinity();
   tsr_context *context = open_context();
   if (context == NULL)
     return EXIT_FAILED;
@@ -478,25 +864,41 @@ int cmd_bench(int argc, char **argv) {
   }
 
   problem_spec specs[32];
-  int spec_count = default_rows(o.short_run, specs);
-  bench_row *rows = calloc((size_t)(spec_count * (int)selection.count), sizeof *rows);
-  device_ceiling ceilings[MAX_SELECTED_DEVICES];
-  if (rows == NULL) {
+  int spec_count = o.suite == SUITE_CPU ? cpu_suite_rows(specs) : default_rows(o.short_run, specs);
+  size_t device_count = selection.count;
+  bench_row *rows = calloc((size_t)spec_count * device_count, sizeof *rows);
+  bool *present = calloc((size_t)spec_count * device_count, sizeof *present);
+  criterion_result *criteria = calloc((size_t)CPU_CRITERIA * device_count, sizeof *criteria);
+  device_calibration *cals = calloc(device_count, sizeof *cals);
+  bench_row *ordered = calloc((size_t)spec_count * device_count, sizeof *ordered);
+  if (rows == NULL || present == NULL || criteria == NULL || cals == NULL || ordered == NULL) {
     cli_error("bench: out of host memory");
+    free(rows);
+    free(present);
+    free(criteria);
+    free(cals);
+    free(ordered);
     tsr_context_destroy(context);
     return EXIT_FAILED;
   }
-  vendor_blas blas;
-  bool have_blas = vendor_open(&blas);
-  int row_count = 0, failures = 0;
+  int failures = 0, criterion_count = 0, ordered_count = 0;
 
   for (uint32_t d = 0; d < selection.count; d++) {
     tsr_device *device = selection.devices[d];
     const tsr_device_info *info = &selection.infos[d];
-    device_ceiling *ceiling = &ceilings[d];
-    memset(ceiling, 0, sizeof *ceiling);
-    snprintf(ceiling->device, sizeof ceiling->device, "%s", info->selector);
-    ceiling->vendor_tflops = NAN;
+    device_calibration *cal = &cals[d];
+    bench_row *device_rows = &rows[(size_t)d * (size_t)spec_count];
+    bool *device_present = &present[(size_t)d * (size_t)spec_count];
+    snprintf(cal->device, sizeof cal->device, "%s", info->selector);
+    snprintf(cal->name, sizeof cal->name, "%s", info->name);
+    cal->copy_gbs = cal->fma.gflops = cal->bf16.gflops = NAN;
+    cal->copy_others = cal->fma_others = cal->bf16_others = NAN;
+    printf("%s%s (%s, %u compute units)\n", d ? "\n" : "", info->selector, info->name,
+           info->compute_units);
+    if (o.suite == SUITE_CPU && info->type != TSR_DEVICE_CPU) {
+      printf("  skipped: suite cpu runs on CPU devices\n");
+      continue;
+    }
     tsr_queue *queue = NULL;
     tsr_status status = tsr_queue_create(device, &queue);
     if (status != TSR_OK) {
@@ -504,34 +906,10 @@ int cmd_bench(int argc, char **argv) {
       failures++;
       continue;
     }
-    printf("%s%s (%s, %u compute units)\n", d ? "\n" : "", info->selector, info->name,
-           info->compute_units);
-    progress_update("bench %s: copy bandwidth", info->selector);
-    ceiling->copy_gbs = measure_copy_gbs(device, queue, info->memory_bytes, o.short_run);
-    progress_clear();
-    if (isfinite(ceiling->copy_gbs))
-      printf("  copy bandwidth: %.1f GB/s (read + write)\n", ceiling->copy_gbs);
-    bool cpu_vendor = have_blas && info->type == TSR_DEVICE_CPU;
-    if (cpu_vendor) {
-      ceiling->threads = (int)(info->compute_units ? info->compute_units : 1);
-      blas.set_threads(ceiling->threads);
-      snprintf(ceiling->vendor, sizeof ceiling->vendor, "openblas");
-      progress_update("bench %s: OpenBLAS sgemm ceiling", info->selector);
-      int64_t size = o.short_run ? 512 : 1024;
-      ceiling->vendor_tflops = measure_vendor_tflops(&blas, size, o.short_run);
-      progress_clear();
-      printf("  vendor GEMM: OpenBLAS sgemm %lldx%lldx%lld, %d threads: %.4f TFLOP/s\n",
-             (long long)size, (long long)size, (long long)size, ceiling->threads,
-             ceiling->vendor_tflops);
-    } else if (info->type == TSR_DEVICE_CPU) {
-      printf("  vendor GEMM: none (libopenblas.so.0 not found)\n");
-    } else {
-      printf("  vendor GEMM: none timed by this tool for %s devices\n", info->backend);
-    }
-    printf("%-13s %-5s %-26s %10s %9s %9s %-12s %10s %10s\n", "op", "dtype", "shape", "median ms",
-           "TFLOP/s", "GB/s", "of ceiling", "vendor ms", "tsr/vendor");
-    vendor_blas none;
-    memset(&none, 0, sizeof none);
+    copy_probe copy;
+    memset(&copy, 0, sizeof copy);
+    calibrate_device(device, info, queue, &o, &copy, cal);
+    print_header();
     for (int i = 0; i < spec_count; i++) {
       const problem_spec *spec = &specs[i];
       if (o.op != TSR_OP_COUNT_ && spec->op != o.op)
@@ -540,28 +918,40 @@ int cmd_bench(int argc, char **argv) {
         continue;
       char shape[96];
       problem_format_shape(spec, shape, sizeof shape);
+      if (o.shape != NULL && strcmp(o.shape, shape) != 0)
+        continue;
       progress_update("bench %s: %s %s %s", info->selector, tsr_op_name(spec->op),
                       tsr_dtype_name(spec->dtype), shape);
-      bench_row *row = &rows[row_count++];
-      bench_one(device, info, queue, spec, &o, cpu_vendor ? &blas : &none, ceiling, row);
+      bench_row *row = &device_rows[i];
+      bench_one(device, info, queue, spec, &o, cal, &copy, row);
+      device_present[i] = true;
       progress_clear();
       print_row(row);
+      ordered[ordered_count++] = *row;
       if (row->failed)
         failures++;
     }
+    copy_probe_destroy(&copy);
     tsr_queue_destroy(queue);
+    if (o.suite == SUITE_CPU)
+      for (int c = 0; c < CPU_CRITERIA; c++)
+        if (device_present[cpu_criteria[c].row]) /* --op, --shape may leave rows out */
+          judge(&cpu_criteria[c], device_rows, device_present, cal, &criteria[criterion_count++]);
   }
-  printf("\n(of ceiling: the least time the vendor GEMM's rate or the copy bandwidth allows "
-         "(whichever binds) over the measured time; "
-         "tsr/vendor: tessera's rate over the vendor library's on the same inputs, > 1 means "
-         "tessera is faster)\n");
+  print_legend();
+  print_criteria(criteria, criterion_count);
 
   bool json_ok = true;
   if (o.json_path != NULL)
-    json_ok =
-        write_bench_json(o.json_path, rows, row_count, ceilings, (int)selection.count, o.short_run);
-  vendor_close(&blas);
+    json_ok = write_bench_json(o.json_path, &o, ordered, ordered_count, cals, (int)device_count,
+                               criteria, criterion_count);
   free(rows);
+  free(present);
+  free(criteria);
+  free(cals);
+  free(ordered);
   tsr_context_destroy(context);
+  /* A FAIL verdict is a finding about speed, not an error of the tool:
+   * the exit status reports only rows that could not be run. */
   return failures || !json_ok ? EXIT_FAILED : EXIT_OK;
 }

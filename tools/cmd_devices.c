@@ -1,5 +1,6 @@
 /* tessera devices / tessera info: what the plugins found, and why a plugin
  * that found nothing was skipped. */
+#include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
@@ -103,6 +104,22 @@ int cmd_devices(int argc, char **argv) {
   return rc;
 }
 
+/* The plugin's own "key: value" lines, indented under a heading; the field
+ * may be unterminated if a plugin filled all of it. */
+static void print_details(const char *details, size_t capacity) {
+  size_t length = strnlen(details, capacity);
+  printf("details:%s\n", length == 0 ? "         - (the plugin reports none)" : "");
+  size_t start = 0;
+  while (start < length) {
+    size_t end = start;
+    while (end < length && details[end] != '\n')
+      end++;
+    if (end > start)
+      printf("  %.*s\n", (int)(end - start), details + start);
+    start = end + 1;
+  }
+}
+
 int cmd_info(int argc, char **argv) {
   const char *selector = NULL;
   arg_cursor c;
@@ -153,6 +170,7 @@ int cmd_info(int argc, char **argv) {
   printf("device key:      %s\n", info.device_key);
   printf("dtypes:          %s\n", dtypes);
   printf("ops:             %s\n", ops);
+  print_details(info.details, sizeof info.details);
   char db[1024];
   if (tsr_tuning_user_path(db, sizeof db) == TSR_OK)
     printf("user tuning db:  %s\n", db);

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "openblas.h"
 #include "problem.h"
 
 static void print_help(void) {
@@ -23,10 +24,16 @@ static void print_help(void) {
          "      filled outputs, per-dtype error bounds. Prints a device x op matrix and, for\n"
          "      each failure, the command that reproduces it. --compare A,B also compares\n"
          "      two devices' outputs with each other. Exit status 1 on any failure.\n"
-         "  bench [--device SEL ...|--all] [--op NAME] [--short] [--json FILE]\n"
-         "      Time ops with queue events (median over rotated inputs): TFLOP/s or GB/s,\n"
-         "      fraction of the measured ceiling (copy bandwidth, vendor GEMM), and the\n"
-         "      vendor library on the same inputs where there is one (OpenBLAS on the CPU).\n"
+         "  bench [--device SEL ...|--all] [--op NAME] [--shape SHAPE] [--suite default|cpu]\n"
+         "        [--short] [--json FILE]\n"
+         "      Time ops with queue events (median over rotated inputs): GFLOP/s, GB/s and\n"
+         "      the fraction of the measured peak (copy bandwidth; on CPUs the FMA rate of\n"
+         "      the device's threads); f32 GEMM on CPUs also runs OpenBLAS on the same\n"
+         "      inputs: as installed, with OPENBLAS_CORETYPE=SkylakeX and =Prescott.\n"
+         "      --suite cpu: the rows of the CPU acceptance criteria, each judged\n"
+         "      PASS/FAIL against its threshold (device cpu unless --device/--all;\n"
+         "      --short: fewer runs). --op/--shape run only the matching rows.\n"
+         "      Exit status 1 only when a row could not run.\n"
          "  tune --device SEL --op NAME [--dtype D] --shape SHAPE [--causal] [--db FILE]\n"
          "      Time every kernel variant of the problem and record the fastest in the\n"
          "      tuning database (default: the user database).\n"
@@ -113,6 +120,9 @@ int main(int argc, char **argv) {
       return EXIT_OK;
     }
   }
+  /* Not in the help: bench runs OpenBLAS in a child process through it. */
+  if (strcmp(command, OPENBLAS_CHILD_COMMAND) == 0)
+    return cmd_openblas_sgemm(rest_count, rest);
   static const struct {
     const char *name;
     int (*run)(int, char **);

@@ -835,8 +835,10 @@ static tsr_status fail(problem *p, tsr_status status, const char *what) {
   return status;
 }
 
-tsr_status problem_build(problem *p, const problem_spec *spec, tsr_device *device, tsr_queue *queue,
-                         uint64_t seed, const problem_build_options *options) {
+/* Lays the problem out and fills every tensor's host image (inputs from
+ * `seed`, outputs NaN) between `guard` poisoned bytes; no device involved. */
+static tsr_status layout_and_fill(problem *p, const problem_spec *spec, uint64_t seed, size_t guard,
+                                  bool keep_images) {
   memset(p, 0, sizeof *p);
   p->spec = *spec;
   switch (spec->op) {
@@ -867,7 +869,6 @@ tsr_status problem_build(problem *p, const problem_spec *spec, tsr_device *devic
     return TSR_ERROR_INVALID_VALUE;
   }
 
-  size_t guard = options->guard_bytes;
   for (int i = 0; i < p->tensor_count; i++) {
     problem_tensor *t = &p->tensors[i];
     size_t element = tsr_dtype_size(t->view.dtype);
@@ -881,7 +882,7 @@ tsr_status problem_build(problem *p, const problem_spec *spec, tsr_device *devic
                t->buffer_bytes);
       return TSR_ERROR_OUT_OF_MEMORY;
     }
-    if (t->role != ROLE_INPUT && options->keep_images) {
+    if (t->role != ROLE_INPUT && keep_images) {
       t->reference = calloc((size_t)t->numel, sizeof(double));
       t->observed = calloc((size_t)t->numel, sizeof(double));
       if (t->reference == NULL || t->observed == NULL) {
@@ -907,15 +908,25 @@ tsr_status problem_build(problem *p, const problem_spec *spec, tsr_device *devic
       if (t->output_mask != NULL)
         memset(t->output_mask + guard + (size_t)offset * element, 1, element);
     }
+  }
+  return TSR_OK;
+}
 
-    tsr_status status = tsr_buffer_create(device, t->buffer_bytes, &t->view.buffer);
+tsr_status problem_build(problem *p, const problem_spec *spec, tsr_device *device, tsr_queue *queue,
+                         uint64_t seed, const problem_build_options *options) {
+  tsr_status status = layout_and_fill(p, spec, seed, options->guard_bytes, options->keep_images);
+  if (status != TSR_OK)
+    return status;
+  for (int i = 0; i < p->tensor_count; i++) {
+    problem_tensor *t = &p->tensors[i];
+    status = tsr_buffer_create(device, t->buffer_bytes, &t->view.buffer);
     if (status != TSR_OK)
       return fail(p, status, "tsr_buffer_create");
     status = tsr_buffer_write(queue, t->view.buffer, 0, t->image, t->buffer_bytes);
     if (status != TSR_OK)
       return fail(p, status, "tsr_buffer_write");
   }
-  tsr_status status = tsr_queue_finish(queue);
+  status = tsr_queue_finish(queue);
   if (status != TSR_OK)
     return fail(p, status, "tsr_queue_finish");
   if (!options->keep_images) {
@@ -928,6 +939,27 @@ tsr_status problem_build(problem *p, const problem_spec *spec, tsr_device *devic
   }
   make_descriptor(p);
   return TSR_OK;
+}
+
+tsr_status problem_build_host(problem *p, const problem_spec *spec, uint64_t seed) {
+  return layout_and_fill(p, spec, seed, 0, false);
+}
+
+bool problem_host_data(problem *p, const char *name, void **data, size_t *bytes) {
+  int i = find_tensor(p, name);
+  if (i < 0)
+    return false;
+  problem_tensor *t = &p->tensors[i];
+  *bytes = (size_t)view_span(&t->view) * tsr_dtype_size(t->view.dtype);
+  if (t->image != NULL) {
+    *data = t->image + t->view.offset;
+    return true;
+  }
+  void *mapped = NULL;
+  if (t->view.buffer == NULL || tsr_buffer_map(t->view.buffer, &mapped) != TSR_OK)
+    return false;
+  *data = (unsigned char *)mapped + t->view.offset;
+  return true;
 }
 
 tsr_status problem_run(problem *p, tsr_queue *queue, const char *variant) {

@@ -164,6 +164,16 @@ typedef struct problem_build_options {
  * problem_destroy either way. */
 tsr_status problem_build(problem *p, const problem_spec *spec, tsr_device *device, tsr_queue *queue,
                          uint64_t seed, const problem_build_options *options);
+/* The same layout and the same input values as problem_build with `seed`,
+ * held in host memory only (no device, no guard bands): for timing another
+ * library on exactly the inputs a device was timed on, in another process.
+ * Call problem_destroy when done. */
+tsr_status problem_build_host(problem *p, const problem_spec *spec, uint64_t seed);
+/* Where tensor `name`'s elements live in host memory: the host image when
+ * the problem has one, else its mapped buffer (host-visible devices, after
+ * the queue finished); *bytes covers every element the view reaches. False
+ * when there is no such tensor or the buffer cannot be mapped. */
+bool problem_host_data(problem *p, const char *name, void **data, size_t *bytes);
 /* Computes the fp64 reference of every output (needs keep_images). */
 tsr_status problem_reference(problem *p);
 /* Queues the op through the public API (variant may be NULL: automatic). */

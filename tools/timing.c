@@ -1,5 +1,10 @@
 #include "timing.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "common.h"
 
 /* One timed run: events around the op on the queue, so the time is the
@@ -66,4 +71,58 @@ tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const ch
   if (runs != NULL)
     *runs = count;
   return TSR_OK;
+}
+
+/* Busy CPU seconds of the whole machine: the first line of /proc/stat,
+ * "cpu user nice system idle iowait irq softirq steal ...", in ticks. */
+static double machine_busy_seconds(void) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (f == NULL)
+    return NAN;
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+                     steal = 0;
+  int fields = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &system,
+                      &idle, &iowait, &irq, &softirq, &steal);
+  fclose(f);
+  long ticks = sysconf(_SC_CLK_TCK);
+  if (fields < 4 || ticks <= 0)
+    return NAN;
+  return (double)(user + nice + system + irq + softirq + steal) / (double)ticks;
+}
+
+static double seconds_of(const struct timeval *t) {
+  return (double)t->tv_sec + (double)t->tv_usec * 1e-6;
+}
+
+static double cpu_seconds(int who) {
+  struct rusage usage;
+  if (getrusage(who, &usage) != 0)
+    return NAN;
+  return seconds_of(&usage.ru_utime) + seconds_of(&usage.ru_stime);
+}
+
+void load_mark_now(load_mark *mark) {
+  mark->wall = now_seconds();
+  mark->machine_busy = machine_busy_seconds();
+  mark->self = cpu_seconds(RUSAGE_SELF);
+  mark->own = mark->self + cpu_seconds(RUSAGE_CHILDREN);
+}
+
+double load_self_since(const load_mark *mark) {
+  double wall = now_seconds() - mark->wall;
+  double used = cpu_seconds(RUSAGE_SELF) - mark->self;
+  return wall > 0.0 && !isnan(used) ? used / wall : NAN;
+}
+
+double load_others_since(const load_mark *mark) {
+  load_mark now;
+  load_mark_now(&now);
+  double wall = now.wall - mark->wall;
+  if (!(wall > 0.0))
+    return NAN;
+  if (isnan(now.machine_busy) || isnan(mark->machine_busy) || isnan(now.own) || isnan(mark->own))
+    return NAN;
+  double others = (now.machine_busy - mark->machine_busy) - (now.own - mark->own);
+  /* Tick rounding can make it slightly negative. */
+  return others > 0.0 ? others / wall : 0.0;
 }

@@ -20,4 +20,26 @@ typedef struct timing_plan {
 tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const char *variant,
                         const timing_plan *plan, double *median_ms, int *runs);
 
+/* How busy the rest of the machine was while something was timed: the CPU
+ * time every process used (from /proc/stat, including time the hypervisor
+ * gave to other guests) minus this process's and its waited-for children's,
+ * over the wall time. On a machine shared by several people it tells
+ * whether a timing was disturbed. */
+typedef struct load_mark {
+  double wall;         /* seconds */
+  double machine_busy; /* CPU seconds, all processes; NaN without /proc/stat */
+  double own;          /* CPU seconds, this process and its waited-for children */
+  double self;         /* CPU seconds, this process alone */
+} load_mark;
+
+void load_mark_now(load_mark *mark);
+/* Cores' worth of CPU other processes used on average since `mark`; NaN
+ * when unknown. Resolution is the kernel's tick (10 ms per core), so short
+ * windows read coarse. */
+double load_others_since(const load_mark *mark);
+/* Cores' worth of CPU this process alone (not its children) used since
+ * `mark`: while a child is timed, anything above ~0 is this process's own
+ * threads competing with it. NaN when unknown. */
+double load_self_since(const load_mark *mark);
+
 #endif /* TESSERA_TOOLS_TIMING_H */

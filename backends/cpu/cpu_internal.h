@@ -31,6 +31,11 @@ typedef void (*cpu_range_fn)(void *context, int64_t begin, int64_t end, int work
 cpu_pool *cpu_pool_create(int threads);
 void cpu_pool_destroy(cpu_pool *pool);
 int cpu_pool_threads(const cpu_pool *pool);
+/* Runs fn(context, t, threads, t) once on each of `threads` pool threads
+ * (t = 0..threads-1, at most cpu_pool_threads(pool); the caller runs t = 0)
+ * and returns when all are done: for kernels that partition their work
+ * statically (equal shares, no chunk hand-out). Nested calls run inline. */
+void cpu_pool_run_threads(cpu_pool *pool, int threads, cpu_range_fn fn, void *context);
 /* Splits [0, n) into chunks of at least `grain` items over the pool's threads
  * (the caller's thread takes part) and returns when all are done. Calls from
  * several threads at once are serialised. */
@@ -47,12 +52,19 @@ typedef struct cpu_exec {
 
 /* ---- kernel configs (configs.c) ---- */
 
-/* GEMM: BLIS-style blocking. Panels of A (MC x KC) and B (KC x NC) are packed
- * to f32; an MR x NR register block is the inner kernel. */
+/* GEMM variants. The packed method is BLIS-style: panels of A (MC x KC) and
+ * B (KC x NC) are packed into MR-tall and NR-wide strips and an MR x NR
+ * register block is the inner kernel. The gemv method is for few rows (M up
+ * to ~16, decode): it streams B once, unpacked, over all threads. `isa` is
+ * the kernel family (cpu_isa: generic, avx2 or avx512); bf16 inputs use
+ * vdpbf16ps when the active level has AVX512_BF16. */
+enum { CPU_GEMM_PACKED = 0, CPU_GEMM_GEMV = 1 };
 typedef struct cpu_gemm_config {
-  const char *name;
-  int mr, nr;     /* register block */
-  int mc, kc, nc; /* cache blocks */
+  char name[64];
+  int isa;
+  int method;
+  int mr, nr;     /* register block (packed) */
+  int mc, kc, nc; /* cache blocks in rows / depth / columns (packed) */
 } cpu_gemm_config;
 
 /* Attention: tiles of queries and keys, online softmax. */

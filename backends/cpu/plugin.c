@@ -14,8 +14,11 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <emmintrin.h>
+#include <xmmintrin.h>
 #endif
 
 #include "configs.h"
@@ -36,6 +39,7 @@ enum { CPU_BUFFER_ALIGNMENT = 64, CPU_MAX_THREADS = 4096, CPU_MESSAGE_CAPACITY =
 typedef struct cpu_plugin {
   tsr_host_services host;
   int threads;
+  cpu_isa isa;
   char vendor[64];
   char name[256];
   char arch[64];
@@ -258,25 +262,16 @@ static int choose_threads(const cpu_plugin *plugin) {
   return threads;
 }
 
-/* TESSERA_CPU_ISA lowers the instruction set (to compare or test kernels). */
+/* TESSERA_CPU_ISA lowers the instruction-set level (to compare or test
+ * kernels); a level this machine lacks, or an unknown name, is refused with
+ * a log line and the detected level is used. */
 static cpu_isa choose_isa(const cpu_plugin *plugin) {
-  cpu_isa best = cpu_isa_detect();
-  const char *text = plugin_env(plugin, "TESSERA_CPU_ISA");
-  if (!text || !*text)
-    return best;
-  cpu_isa wanted;
-  if (!cpu_isa_from_name(text, &wanted)) {
-    plugin_log(plugin, TSR_LOG_WARN,
-               "TESSERA_CPU_ISA = '%s' is not generic, avx2 or avx512; using %s", text,
-               cpu_isa_name(best));
-    return best;
-  }
-  if (wanted > best) {
-    plugin_log(plugin, TSR_LOG_WARN, "TESSERA_CPU_ISA = %s but this machine and build reach %s",
-               text, cpu_isa_name(best));
-    return best;
-  }
-  return wanted;
+  char message[CPU_MESSAGE_CAPACITY];
+  cpu_isa isa = cpu_isa_choose(plugin_env(plugin, "TESSERA_CPU_ISA"), cpu_isa_detect(), message,
+                               sizeof message);
+  if (message[0])
+    plugin_log(plugin, TSR_LOG_WARN, "%s", message);
+  return isa;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -302,6 +297,7 @@ static tsr_status cpu_init(const tsr_host_services *host, void **out, char *reas
 
   cpu_isa isa = choose_isa(plugin);
   cpu_isa_set_active(isa);
+  plugin->isa = isa;
   plugin->threads = choose_threads(plugin);
   describe_machine(plugin, isa);
   plugin_log(plugin, TSR_LOG_DEBUG, "cpu: %s (%s), %d threads, %s kernels", plugin->name,
@@ -337,6 +333,7 @@ static tsr_status cpu_device_info(void *handle, uint32_t index, tsr_device_info 
                      (1u << TSR_DTYPE_I32);
   info->op_mask = (1u << TSR_OP_COUNT_) - 1u;
   info->host_visible = 1;
+  cpu_machine_describe(plugin->isa, plugin->threads, info->details, sizeof info->details);
   return TSR_OK;
 }
 
@@ -414,6 +411,95 @@ static tsr_status run_op(cpu_device *device, command *c, char *message, size_t c
   }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Copies                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Below this a copy runs on the queue's thread with memcpy; above it the
+ * pool's threads take equal parts. */
+enum { COPY_PARALLEL_BYTES = 1 << 20 };
+/* From this size the destination would not stay in the caches anyway, so
+ * non-temporal stores skip reading its lines first (read-for-ownership). */
+enum { COPY_STREAMING_BYTES = 8 << 20 };
+
+#if defined(__x86_64__)
+/* Non-temporal copy of whole 64-byte lines to a 64-byte-aligned dst, as two
+ * interleaved sequential streams (more reads in flight than one), with
+ * software prefetch ahead of each. */
+static void copy_lines_streaming(char *dst, const char *src, size_t lines) {
+  size_t half = lines / 2;
+  const size_t ahead = 4096;
+  for (size_t i = 0; i < half; i++) {
+    for (int stream = 0; stream < 2; stream++) {
+      size_t offset = (i + (size_t)stream * half) * 64;
+      const char *s = src + offset;
+      __m128i *d = (__m128i *)(void *)(dst + offset);
+      _mm_prefetch(s + ahead, _MM_HINT_T0);
+      __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)s);
+      __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
+      __m128i x2 = _mm_loadu_si128((const __m128i *)(const void *)(s + 32));
+      __m128i x3 = _mm_loadu_si128((const __m128i *)(const void *)(s + 48));
+      _mm_stream_si128(d, x0);
+      _mm_stream_si128(d + 1, x1);
+      _mm_stream_si128(d + 2, x2);
+      _mm_stream_si128(d + 3, x3);
+    }
+  }
+  if (lines % 2)
+    memcpy(dst + (lines - 1) * 64, src + (lines - 1) * 64, 64);
+  _mm_sfence(); /* streaming stores are weakly ordered: finish them here */
+}
+#endif
+
+typedef struct copy_job {
+  char *dst;
+  const char *src;
+  uint64_t bytes;
+  bool streaming;
+} copy_job;
+
+static void copy_part(void *context, int64_t t, int64_t parts, int worker) {
+  const copy_job *job = context;
+  (void)worker;
+  /* Part boundaries on 4 KiB multiples of the destination. */
+  uint64_t pages = (job->bytes + 4095) / 4096;
+  uint64_t begin = pages * (uint64_t)t / (uint64_t)parts * 4096;
+  uint64_t end = pages * (uint64_t)(t + 1) / (uint64_t)parts * 4096;
+  end = end < job->bytes ? end : job->bytes;
+  if (begin >= end)
+    return;
+  char *dst = job->dst + begin;
+  const char *src = job->src + begin;
+  size_t size = (size_t)(end - begin);
+#if defined(__x86_64__)
+  if (job->streaming) {
+    size_t head = (size_t)((64 - ((uintptr_t)dst & 63)) & 63);
+    head = head < size ? head : size;
+    memcpy(dst, src, head);
+    size_t lines = (size - head) / 64;
+    copy_lines_streaming(dst + head, src + head, lines);
+    size_t done = head + lines * 64;
+    memcpy(dst + done, src + done, size - done);
+    return;
+  }
+#endif
+  memcpy(dst, src, size);
+}
+
+/* memmove semantics; large non-overlapping copies are split over the pool's
+ * threads (one core alone cannot keep enough reads in flight to reach the
+ * memory bandwidth). */
+static void copy_memory(cpu_pool *pool, char *dst, const char *src, uint64_t bytes) {
+  bool overlap = dst < src + bytes && src < dst + bytes;
+  int threads = cpu_pool_threads(pool);
+  if (overlap || bytes < COPY_PARALLEL_BYTES || threads < 2) {
+    memmove(dst, src, (size_t)bytes);
+    return;
+  }
+  copy_job job = {dst, src, bytes, bytes >= COPY_STREAMING_BYTES};
+  cpu_pool_run_threads(pool, threads, copy_part, &job);
+}
+
 static void free_command(command *c) {
   free(c->group_sizes);
   free(c);
@@ -432,7 +518,7 @@ static void execute_command(cpu_queue *queue, command *c) {
                (int)status);
     break;
   case COMMAND_COPY:
-    memmove(c->copy_dst, c->copy_src, (size_t)c->copy_bytes);
+    copy_memory(queue->device->pool, c->copy_dst, c->copy_src, c->copy_bytes);
     break;
   case COMMAND_TIMESTAMP: {
     cpu_event *event = c->event;
@@ -582,15 +668,19 @@ static tsr_status cpu_queue_finish(void *handle) {
 /* Buffers                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Buffers from this size are aligned to 2 MiB and offered transparent huge
+ * pages: a streaming kernel then takes one TLB miss per 2 MiB, not per 4 KiB. */
+enum { CPU_HUGE_PAGE_BYTES = 2 << 20, CPU_HUGE_BUFFER_MIN_BYTES = 8 << 20 };
+
 static tsr_status cpu_buffer_alloc(void *handle, uint64_t bytes, void **out) {
   cpu_device *device = handle;
-  uint64_t rounded =
-      (bytes + CPU_BUFFER_ALIGNMENT - 1) / CPU_BUFFER_ALIGNMENT * CPU_BUFFER_ALIGNMENT;
+  uint64_t alignment = bytes >= CPU_HUGE_BUFFER_MIN_BYTES ? CPU_HUGE_PAGE_BYTES : CPU_BUFFER_ALIGNMENT;
+  uint64_t rounded = (bytes + alignment - 1) / alignment * alignment;
   if (rounded == 0)
-    rounded = CPU_BUFFER_ALIGNMENT;
+    rounded = alignment;
   cpu_buffer *buffer = malloc(sizeof *buffer);
   void *data = rounded >= bytes && (uint64_t)(size_t)rounded == rounded
-                   ? aligned_alloc(CPU_BUFFER_ALIGNMENT, (size_t)rounded)
+                   ? aligned_alloc((size_t)alignment, (size_t)rounded)
                    : NULL;
   if (!buffer || !data) {
     free(buffer);
@@ -599,6 +689,10 @@ static tsr_status cpu_buffer_alloc(void *handle, uint64_t bytes, void **out) {
                  (unsigned long long)bytes);
     return TSR_ERROR_OUT_OF_MEMORY;
   }
+#if defined(MADV_HUGEPAGE)
+  if (alignment == CPU_HUGE_PAGE_BYTES)
+    madvise(data, (size_t)rounded, MADV_HUGEPAGE); /* advice only: failure changes nothing */
+#endif
   buffer->data = data;
   buffer->bytes = bytes;
   *out = buffer;

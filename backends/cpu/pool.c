@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "configs.h"
 #include "cpu_internal.h"
 
 /* Chunks per thread when the grain allows it: a few more chunks than threads
@@ -75,6 +76,7 @@ static void *worker_main(void *argument) {
       pthread_cond_signal(&pool->job_finished);
   }
   pthread_mutex_unlock(&pool->lock);
+  cpu_gemm_release_thread_workspace(); /* scratch the kernels kept for this thread */
   return NULL;
 }
 
@@ -171,4 +173,28 @@ void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_f
     pthread_cond_wait(&pool->job_finished, &pool->lock);
   pthread_mutex_unlock(&pool->lock);
   pthread_mutex_unlock(&pool->caller_lock);
+}
+
+/* cpu_pool_run_threads through parallel_for: one item per share. */
+typedef struct thread_shares {
+  cpu_range_fn fn;
+  void *context;
+  int threads;
+} thread_shares;
+
+static void run_shares(void *context, int64_t begin, int64_t end, int worker) {
+  const thread_shares *shares = context;
+  for (int64_t t = begin; t < end; t++)
+    shares->fn(shares->context, t, shares->threads, worker);
+}
+
+void cpu_pool_run_threads(cpu_pool *pool, int threads, cpu_range_fn fn, void *context) {
+  int available = cpu_pool_threads(pool);
+  if (threads > available)
+    threads = available;
+  if (threads < 1)
+    threads = 1;
+  thread_shares shares = {fn, context, threads};
+  /* n = threads with grain 1 gives chunks of one share each. */
+  cpu_pool_parallel_for(pool, threads, 1, run_shares, &shares);
 }

@@ -58,7 +58,7 @@ if(CASE STREQUAL "devices_verbose")
 elseif(CASE STREQUAL "info")
   run(EXIT zero ARGS info cpu:0
       EXPECT "selector: +cpu:0" "backend: +cpu" "compute units: +[1-9]" "ops: +gemm"
-             "device key: +cpu")
+             "device key: +cpu" "\ndetails:")
 
 elseif(CASE STREQUAL "tune_explain")
   set(db ${WORK_DIR}/tuning.tsv)
@@ -110,12 +110,96 @@ elseif(CASE STREQUAL "help")
   run(EXIT nonzero ARGS EXPECT "usage: tessera")
 
 elseif(CASE STREQUAL "bench_short")
-  run(EXIT zero ARGS bench --device cpu --short --op softmax --json ${WORK_DIR}/bench.json
-      EXPECT "copy bandwidth: [0-9.]+ GB/s" "softmax +f32 +1024x1024")
-  file(READ ${WORK_DIR}/bench.json json)
-  if(NOT json MATCHES "\"op\": \"softmax\"" OR NOT json MATCHES "\"median_ms\": [0-9]")
-    message(FATAL_ERROR "bench.json lacks the softmax row:\n${json}")
+  # The widest FMA loop the CPU and the OS support, as /proc/cpuinfo sees it.
+  set(isa "generic")
+  if(EXISTS /proc/cpuinfo)
+    file(READ /proc/cpuinfo cpuinfo)
+    if(cpuinfo MATCHES "flags[^\n]* avx512f[ \n]")
+      set(isa "avx512f")
+    elseif(cpuinfo MATCHES "flags[^\n]* avx2[ \n]" AND cpuinfo MATCHES "flags[^\n]* fma[ \n]")
+      set(isa "avx2\\+fma")
+    endif()
   endif()
+  run(EXIT zero ARGS bench --device cpu --short --op softmax --json ${WORK_DIR}/bench.json
+      EXPECT "copy: +[0-9.]+ GB/s \\(read \\+ write"
+             "FMA peak: +[0-9.]+ GFLOP/s \\(f32, ${isa} loop of independent FMAs on [1-9][0-9]* threads"
+             "softmax +f32 +1024x1024 +[0-9.]+ +- +[0-9.]+ [0-9]+% copy +[0-9.]+ ")
+  file(READ ${WORK_DIR}/bench.json json)
+  foreach(needle "\"op\": \"softmax\"" "\"median_ms\": [0-9]" "\"peak_fraction\": [0-9]"
+                 "\"peak\": \"copy\"" "\"copy_gbs_around\": [0-9]" "\"copy_gbs\": [0-9]" "\"fma_peak\": {\"gflops\": [0-9]"
+                 "\"suite\": \"default\"")
+    if(NOT json MATCHES "${needle}")
+      message(FATAL_ERROR "bench.json lacks ${needle}:\n${json}")
+    endif()
+  endforeach()
+
+elseif(CASE STREQUAL "bench_openblas")
+  # f32 GEMM rows carry OpenBLAS's times (three variants, each in a child
+  # process that proves it used the same inputs) when the library is there.
+  run(EXIT zero ARGS bench --device cpu --short --op gemm --json ${WORK_DIR}/bench.json
+      EXPECT "gemm +f32 +256x256x256 +[0-9.]+ +[0-9.]+ " "gemm +bf16 +512x512x512"
+      REJECT "differ from tessera|differs from tessera")
+  if(LAST_OUTPUT MATCHES "OpenBLAS: +as installed +core ")
+    set(number "[0-9]+\\.[0-9]+")
+    foreach(size 256 512)
+      if(NOT LAST_OUTPUT MATCHES
+         "gemm +f32 +${size}x${size}x${size} [^\n]*% fma +- +${number} +${number} +${number} +${number} +${number} +${number} +(${number}|-)\n")
+        message(FATAL_ERROR "the f32 ${size}^3 row lacks OpenBLAS times and ratios")
+      endif()
+    endforeach()
+    if(NOT LAST_OUTPUT MATCHES "OPENBLAS_CORETYPE=SkylakeX +core SkylakeX")
+      message(FATAL_ERROR "OPENBLAS_CORETYPE=SkylakeX did not reach the child")
+    endif()
+    file(READ ${WORK_DIR}/bench.json json)
+    if(NOT json MATCHES "\"openblas_skylakex_over_tessera\": [0-9]")
+      message(FATAL_ERROR "bench.json lacks the OpenBLAS ratios:\n${json}")
+    endif()
+  else()
+    message("OpenBLAS is not installed: only the tessera rows were checked")
+    if(NOT LAST_OUTPUT MATCHES "not available")
+      message(FATAL_ERROR "bench says neither what OpenBLAS core it used nor why it has none")
+    endif()
+  endif()
+
+elseif(CASE STREQUAL "bench_suite")
+  # The acceptance suite's rows, each judged against its threshold; a
+  # verdict is a finding about speed, so the exit status stays 0 either way.
+  run(EXIT zero ARGS bench --suite cpu --short --op rmsnorm --json ${WORK_DIR}/suite.json
+      EXPECT "rmsnorm +f32 +8192x8192 "
+             "rmsnorm f32 8192x8192: GB/s / copy bandwidth +[0-9.]+ +>= 0.8 +- +(PASS|FAIL)"
+             "suite cpu: [01] PASS, [01] FAIL, 0 n/a")
+  file(READ ${WORK_DIR}/suite.json json)
+  foreach(needle "\"suite\": \"cpu\"" "\"criteria\": \\["
+                 "\"criterion\": \"rmsnorm f32 8192x8192: GB/s / copy bandwidth\""
+                 "\"threshold\": 0.8" "\"verdict\": \"(PASS|FAIL)\"")
+    if(NOT json MATCHES "${needle}")
+      message(FATAL_ERROR "suite.json lacks ${needle}:\n${json}")
+    endif()
+  endforeach()
+  # The OpenBLAS criteria of one GEMM row (--shape picks it).
+  run(EXIT zero ARGS bench --suite cpu --short --op gemm --shape 1024x1024x1024
+      EXPECT "gemm +f32 +1024x1024x1024 "
+      REJECT "gemm +f32 +2048x2048x2048" "differ from tessera|differs from tessera")
+  if(LAST_OUTPUT MATCHES "OpenBLAS: +as installed +core ")
+    foreach(variant "SkylakeX \\(core SkylakeX\\) +[0-9.]+ +>= 0.95"
+                    "as installed \\(core [A-Za-z0-9]+\\) +[0-9.]+ +>= 4"
+                    "Prescott \\(core Prescott\\) +[0-9.]+ +>= 4")
+      if(NOT LAST_OUTPUT MATCHES "gemm f32 1024x1024x1024: tessera / OpenBLAS ${variant} +[0-9.]+ +(PASS|FAIL)")
+        message(FATAL_ERROR "no judged criterion against OpenBLAS ${variant}")
+      endif()
+    endforeach()
+  endif()
+  # A criterion whose reference row was left out cannot be judged.
+  run(EXIT zero ARGS bench --suite cpu --short --op attention --device cpu
+      EXPECT "attention f32 1x8x8x2048x2048x128: GFLOP/s / tessera's gemm f32 4096x4096x4096 +- +>= 0.5 +- +n/a \\(reference row not run\\)")
+  run(EXIT nonzero ARGS bench --suite gpu EXPECT "unknown suite 'gpu' \\(suites: default, cpu\\)")
+
+elseif(CASE STREQUAL "openblas_child")
+  # The hidden subcommand bench runs OpenBLAS through checks its arguments
+  # before loading anything.
+  run(EXIT nonzero ARGS __openblas-sgemm EXPECT "--probe or --shape MxNxK")
+  run(EXIT nonzero ARGS __openblas-sgemm --shape 4x8 EXPECT "shape '4x8' does not fit gemm")
+  run(EXIT nonzero ARGS __openblas-sgemm --shape 8x8x8 --sets 7 EXPECT "--sets 1..3")
 
 elseif(CASE STREQUAL "faulty_none")
   # The reference device passes everything: the bounds leave room for

@@ -18,10 +18,6 @@
 #include "cpu_internal.h"
 
 #include "cpu_kernel_util.h"
-#if CPU_KERNELS_HAVE_AVX2
-#include <cpuid.h>
-#include <immintrin.h>
-#endif
 
 /* Query rows are padded to ROW_BLOCK (one AVX2 vector of rows); value tiles
  * copied to scratch are padded to DIM_BLOCK channels. */
@@ -152,40 +148,6 @@ static const attention_kernels BASELINE_KERNELS = {"baseline", load_row_baseline
 
 #if CPU_KERNELS_HAVE_AVX2
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
-
-/* exp_f32 on 8 lanes. */
-AVX2 static inline __m256 exp_avx2(__m256 x) {
-  const __m256 round_magic = _mm256_set1_ps(12582912.0f);
-  __m256 clamped = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.0f)), _mm256_set1_ps(89.0f));
-  __m256 shifted = _mm256_fmadd_ps(clamped, _mm256_set1_ps(LOG2_E), round_magic);
-  __m256 n = _mm256_sub_ps(shifted, round_magic);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HIGH), clamped);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LOW), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  __m256i biased = _mm256_add_epi32(
-      _mm256_sub_epi32(_mm256_castps_si256(shifted), _mm256_castps_si256(round_magic)),
-      _mm256_set1_epi32(128));
-  __m256i first = _mm256_srli_epi32(biased, 1);
-  __m256i bias = _mm256_set1_epi32(63);
-  __m256 half_a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(first, bias), 23));
-  __m256 half_b = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(biased, first), bias), 23));
-  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, half_a), half_b);
-  /* The clamp dropped NaN and the range ends; the blends restore them. */
-  __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3365448f), _CMP_LT_OQ);
-  __m256 overflow = _mm256_cmp_ps(x, _mm256_set1_ps(88.7228394f), _CMP_GT_OQ);
-  __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  result = _mm256_andnot_ps(underflow, result);
-  result = _mm256_blendv_ps(result, _mm256_set1_ps(INFINITY), overflow);
-  return _mm256_blendv_ps(result, x, nan);
-}
 
 AVX2 static void load_row_avx2(float *dst, const char *base, int32_t dtype, int64_t offset,
                                int64_t stride, int64_t count) {

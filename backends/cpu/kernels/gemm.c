@@ -1,150 +1,43 @@
 /* GEMM and grouped GEMM for the CPU plugin, blocked in the BLIS way:
  *
  *   for each NC-wide panel of columns
- *     for each row block (bounded so its f32 accumulator stays small)
+ *     for each row block (bounded only when partial sums need scratch)
  *       for each KC-deep slice of K
- *         pack B[KC x NC] into NR-wide strips (f32)
- *         for each MC x (part of NC) unit, in parallel
- *           pack A[MC x KC] into MR-tall strips (f32, per worker)
- *           for each NR strip, for each MR strip: micro-kernel (MR x NR in registers)
+ *         pack B[KC x NC] into NR-wide strips           (split over threads)
+ *         units (MC row block, NR strip), equal shares per thread:
+ *           pack A[MC x KC] into MR-tall strips         (per thread)
+ *           for each MR strip: micro-kernel, epilogue in its store
  *
- * Packing converts f16/bf16 to f32 and applies any strides (transposes are
- * strides), padding partial strips with zeros, so the micro-kernels only ever
- * see full MR x NR blocks. Partial sums of earlier KC slices live in an f32
- * accumulator; the last slice applies the epilogue (alpha, beta * C, bias,
- * activation) and stores only the valid part of each block into D's dtype.
+ * Packing converts f16 (F16C) and bf16 to f32, or keeps bf16 as k pairs for
+ * the AVX512_BF16 kernels, and applies any strides (transposes are strides),
+ * padding partial strips with zeros so the micro-kernels always compute full
+ * MR x NR blocks; their stores write only the valid part. Between KC slices
+ * partial sums live in D itself when D is f32 with unit column stride, else
+ * in f32 scratch. The first slice adds beta * C and the bias, the last one
+ * applies the activation and converts to D's dtype.
  *
- * The micro-kernels are plain C written so that the compiler keeps the
- * accumulators in vector registers; each is compiled for the baseline target
- * and, on x86-64, for AVX2+FMA and AVX-512, and the active instruction set
- * picks among them at run time. */
+ * Few rows (decode) go to the gemv path (gemv.c), which streams B once. */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "configs.h"
-#include "cpu_internal.h"
+#include "gemm_kernels.h"
 
-/* f32 partial sums kept between KC slices, per problem run: bounds the rows
- * processed together when K needs more than one slice. */
+/* f32 partial sums kept between KC slices when D cannot hold them: bounds
+ * the rows processed together (each row block packs B again). */
 #ifndef CPU_GEMM_ACCUM_BUDGET_BYTES
-#define CPU_GEMM_ACCUM_BUDGET_BYTES (8 << 20)
+#define CPU_GEMM_ACCUM_BUDGET_BYTES (64 << 20)
 #endif
 
-enum {
-  GEMM_MAX_MR = 32,
-  GEMM_MAX_NR = 64,
-  GEMM_MAX_KC = 2048,
-  /* Below this many packed B elements a panel is packed by one thread. */
-  GEMM_PARALLEL_PACK_ELEMENTS = 1 << 16,
-};
+enum { GEMM_LINE_MAX = 4096 };
 
-/* ------------------------------------------------------------------------ */
-/* Micro-kernels                                                             */
-/* ------------------------------------------------------------------------ */
-
-/* block[i * NR + j] = sum over k of a[k * MR + i] * b[k * NR + j], for an
- * MR x NR block. The block is written densely and merged with partial sums by
- * the caller: loads or strided stores inside the kernel keep GCC from
- * vectorising the block as a whole. */
-typedef void (*micro_kernel_fn)(int64_t kc, const float *restrict a, const float *restrict b,
-                                float *restrict block);
-
-#if defined(__clang__)
-#define GEMM_UNROLL _Pragma("unroll")
-#define GEMM_K_LOOP _Pragma("clang loop vectorize(disable) interleave(disable)")
-#define GEMM_MICRO_OPTIONS
-#elif defined(__GNUC__)
-#define GEMM_UNROLL _Pragma("GCC unroll 64")
-#define GEMM_K_LOOP
-/* Loop-vectorising the k loop would turn each accumulator into a reduction;
- * with it off, the unrolled MR x NR body is vectorised as a block (SLP) and
- * the accumulators stay in registers. ISO C mode disables contraction, which
- * FMA targets need to fuse acc += a * b. */
-#define GEMM_MICRO_OPTIONS __attribute__((optimize("no-tree-loop-vectorize", "fp-contract=fast")))
-#else
-#define GEMM_UNROLL
-#define GEMM_K_LOOP
-#define GEMM_MICRO_OPTIONS
+/* A spin-wait hint. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
 #endif
-
-#define GEMM_DEFINE_MICRO_KERNEL(NAME, MR, NR, TARGET)                                             \
-  TARGET GEMM_MICRO_OPTIONS static void NAME(int64_t kc, const float *restrict a,                  \
-                                             const float *restrict b, float *restrict block) {     \
-    float acc[MR][NR];                                                                             \
-    GEMM_UNROLL for (int i = 0; i < MR; i++) GEMM_UNROLL for (int j = 0; j < NR; j++) acc[i][j] =  \
-        0.0f;                                                                                      \
-    GEMM_K_LOOP for (int64_t k = 0; k < kc; k++) {                                                 \
-      GEMM_UNROLL for (int i = 0; i < MR; i++) GEMM_UNROLL for (int j = 0; j < NR; j++)            \
-          acc[i][j] += a[k * MR + i] * b[k * NR + j];                                              \
-    }                                                                                              \
-    GEMM_UNROLL for (int i = 0; i < MR; i++) GEMM_UNROLL for (int j = 0; j < NR; j++)              \
-        block[i * NR + j] = acc[i][j];                                                             \
-  }
-
-/* One set of register blocks per instruction set; configs.c only uses these. */
-#define GEMM_DEFINE_MICRO_KERNEL_SET(SUFFIX, TARGET)                                               \
-  GEMM_DEFINE_MICRO_KERNEL(micro_4x8_##SUFFIX, 4, 8, TARGET)                                       \
-  GEMM_DEFINE_MICRO_KERNEL(micro_4x16_##SUFFIX, 4, 16, TARGET)                                     \
-  GEMM_DEFINE_MICRO_KERNEL(micro_6x16_##SUFFIX, 6, 16, TARGET)                                     \
-  GEMM_DEFINE_MICRO_KERNEL(micro_8x16_##SUFFIX, 8, 16, TARGET)                                     \
-  GEMM_DEFINE_MICRO_KERNEL(micro_8x32_##SUFFIX, 8, 32, TARGET)
-
-#define GEMM_MICRO_KERNEL_ENTRIES(SUFFIX, ISA)                                                     \
-  {4, 8, ISA, micro_4x8_##SUFFIX}, {4, 16, ISA, micro_4x16_##SUFFIX},                              \
-      {6, 16, ISA, micro_6x16_##SUFFIX}, {8, 16, ISA, micro_8x16_##SUFFIX},                        \
-      {8, 32, ISA, micro_8x32_##SUFFIX},
-
-GEMM_DEFINE_MICRO_KERNEL_SET(generic, )
-#if CPU_HAVE_X86_KERNELS
-GEMM_DEFINE_MICRO_KERNEL_SET(avx2, __attribute__((target("avx2,fma"))))
-GEMM_DEFINE_MICRO_KERNEL_SET(avx512, __attribute__((target("avx512f,avx2,fma"))))
-#endif
-
-typedef struct micro_kernel_entry {
-  int mr, nr;
-  cpu_isa isa;
-  micro_kernel_fn fn;
-} micro_kernel_entry;
-
-static const micro_kernel_entry micro_kernels[] = {
-    GEMM_MICRO_KERNEL_ENTRIES(generic, CPU_ISA_GENERIC)
-#if CPU_HAVE_X86_KERNELS
-        GEMM_MICRO_KERNEL_ENTRIES(avx2, CPU_ISA_AVX2)
-            GEMM_MICRO_KERNEL_ENTRIES(avx512, CPU_ISA_AVX512)
-#endif
-};
-
-/* The kernel for (mr, nr) of the highest instruction set not above `isa`. */
-static micro_kernel_fn find_micro_kernel(int mr, int nr, cpu_isa isa) {
-  const micro_kernel_entry *best = NULL;
-  for (size_t i = 0; i < sizeof micro_kernels / sizeof micro_kernels[0]; i++) {
-    const micro_kernel_entry *e = &micro_kernels[i];
-    if (e->mr == mr && e->nr == nr && e->isa <= isa && (!best || e->isa > best->isa))
-      best = e;
-  }
-  return best ? best->fn : NULL;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Operands, conversion, packing                                             */
-/* ------------------------------------------------------------------------ */
-
-/* A matrix view: element (row, col) at base + (row * row_stride + col *
- * col_stride) elements of dtype. */
-typedef struct gemm_operand {
-  char *base;
-  int32_t dtype;
-  int64_t row_stride, col_stride;
-} gemm_operand;
-
-static size_t dtype_bytes(int32_t dtype) {
-  return dtype == TSR_DTYPE_F32 ? 4 : 2;
-}
-
-static char *operand_at(const gemm_operand *o, int64_t row, int64_t col) {
-  return o->base + (row * o->row_stride + col * o->col_stride) * (int64_t)dtype_bytes(o->dtype);
 }
 
 static int64_t min64(int64_t x, int64_t y) {
@@ -154,6 +47,95 @@ static int64_t min64(int64_t x, int64_t y) {
 static int64_t round_up(int64_t x, int64_t multiple) {
   return (x + multiple - 1) / multiple * multiple;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Epilogue in scalar code                                                   */
+/* ------------------------------------------------------------------------ */
+
+void gemm_store_block(const gemm_tile_out *o, const float *block, int64_t ld) {
+  for (int i = 0; i < o->rows; i++) {
+    for (int j = 0; j < o->cols; j++) {
+      float v = o->alpha * block[i * ld + j];
+      if (o->prior)
+        v += o->prior[i * o->prior_ld + j];
+      if (o->c)
+        v += o->beta * tsr_load_as_f32(o->c, o->c_dtype, i * o->c_rs + j * o->c_cs);
+      if (o->bias)
+        v += o->bias[j];
+      if (o->activation != TSR_ACT_NONE)
+        v = cpu_activation(o->activation, v);
+      tsr_store_from_f32(o->dst, o->dst_dtype, i * o->dst_rs + j * o->dst_cs, v);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Portable micro-kernel                                                     */
+/* ------------------------------------------------------------------------ */
+
+#if defined(__clang__)
+#define GEMM_UNROLL _Pragma("unroll")
+#define GEMM_K_LOOP _Pragma("clang loop vectorize(disable) interleave(disable)")
+#define GEMM_MICRO_OPTIONS
+#elif defined(__GNUC__)
+#define GEMM_UNROLL _Pragma("GCC unroll 64")
+#define GEMM_K_LOOP
+/* Loop-vectorising the k loop would turn each accumulator into a reduction;
+ * with it off the unrolled block is vectorised as a whole (SLP) and stays in
+ * registers. */
+#define GEMM_MICRO_OPTIONS __attribute__((optimize("no-tree-loop-vectorize")))
+#else
+#define GEMM_UNROLL
+#define GEMM_K_LOOP
+#define GEMM_MICRO_OPTIONS
+#endif
+
+enum { GENERIC_MR = 4, GENERIC_NR = 8 };
+
+GEMM_MICRO_OPTIONS static void generic_f32_4x8(int64_t kc, const void *a_pack, const void *b_pack,
+                                               const gemm_tile_out *out) {
+  const float *restrict a = a_pack;
+  const float *restrict b = b_pack;
+  float acc[GENERIC_MR][GENERIC_NR];
+  GEMM_UNROLL for (int i = 0; i < GENERIC_MR; i++) GEMM_UNROLL for (int j = 0; j < GENERIC_NR; j++)
+      acc[i][j] = 0.0f;
+  GEMM_K_LOOP for (int64_t k = 0; k < kc; k++) {
+    GEMM_UNROLL for (int i = 0; i < GENERIC_MR; i++)
+        GEMM_UNROLL for (int j = 0; j < GENERIC_NR; j++) acc[i][j] +=
+        a[k * GENERIC_MR + i] * b[k * GENERIC_NR + j];
+  }
+  gemm_store_block(out, &acc[0][0], GENERIC_NR);
+}
+
+static const gemm_kernel generic_kernels[] = {
+    {CPU_ISA_GENERIC, GEMM_FORMAT_F32, GENERIC_MR, GENERIC_NR, generic_f32_4x8},
+};
+
+static const gemm_kernel *find_kernel(int isa, int format, int mr, int nr) {
+  const gemm_kernel *tables[3] = {generic_kernels, NULL, NULL};
+  int counts[3] = {(int)(sizeof generic_kernels / sizeof generic_kernels[0]), 0, 0};
+#if CPU_HAVE_X86_KERNELS
+  tables[1] = cpu_gemm_avx2_kernels;
+  counts[1] = cpu_gemm_avx2_kernel_count;
+  tables[2] = cpu_gemm_avx512_kernels;
+  counts[2] = cpu_gemm_avx512_kernel_count;
+#endif
+  for (int t = 0; t < 3; t++)
+    for (int i = 0; i < counts[t]; i++) {
+      const gemm_kernel *kernel = &tables[t][i];
+      if (kernel->isa == isa && kernel->format == format && kernel->mr == mr && kernel->nr == nr)
+        return kernel;
+    }
+  return NULL;
+}
+
+bool cpu_gemm_has_kernel(int isa, int mr, int nr) {
+  return find_kernel(isa, GEMM_FORMAT_F32, mr, nr) != NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Conversion and packing                                                    */
+/* ------------------------------------------------------------------------ */
 
 /* dst[i] = element i of a strided run starting at src, as f32. */
 static void load_run(float *dst, const char *src, int32_t dtype, int64_t stride, int64_t count) {
@@ -167,6 +149,12 @@ static void load_run(float *dst, const char *src, int32_t dtype, int64_t stride,
     }
   } else if (dtype == TSR_DTYPE_F16) {
     const uint16_t *s = (const uint16_t *)src;
+#if CPU_HAVE_X86_KERNELS
+    if (cpu_isa_includes(cpu_isa_active(), CPU_ISA_AVX2)) {
+      cpu_gemm_f16_to_f32_avx2(dst, s, stride, count);
+      return;
+    }
+#endif
     for (int64_t i = 0; i < count; i++)
       dst[i] = tsr_f16_to_f32(s[i * stride]);
   } else {
@@ -176,107 +164,113 @@ static void load_run(float *dst, const char *src, int32_t dtype, int64_t stride,
   }
 }
 
-static void store_run(char *dst, int32_t dtype, int64_t stride, const float *src, int64_t count) {
-  if (dtype == TSR_DTYPE_F32) {
-    float *d = (float *)dst;
-    for (int64_t i = 0; i < count; i++)
-      d[i * stride] = src[i];
-  } else if (dtype == TSR_DTYPE_F16) {
-    uint16_t *d = (uint16_t *)dst;
-    for (int64_t i = 0; i < count; i++)
-      d[i * stride] = tsr_f32_to_f16(src[i]);
+/* One MR-tall strip of A, f32: element (r, k) at dst[k * mr + r]; rows past
+ * `rows` are zero. */
+static void pack_a_f32(const gemm_operand *a, int64_t row0, int rows, int64_t k0, int64_t kc,
+                       int mr, float *dst) {
+  if (a->cs == 1 && a->dtype == TSR_DTYPE_F32) {
+    for (int r = 0; r < rows; r++) {
+      const float *src = (const float *)gemm_at(a, row0 + r, k0);
+      for (int64_t k = 0; k < kc; k++)
+        dst[k * mr + r] = src[k];
+    }
+  } else if (a->rs == 1 || a->cs != 1) {
+    /* Columns contiguous (A transposed) or both strides large: one column
+     * segment per k. */
+    for (int64_t k = 0; k < kc; k++)
+      load_run(dst + k * mr, gemm_at(a, row0, k0 + k), a->dtype, a->rs, rows);
   } else {
-    uint16_t *d = (uint16_t *)dst;
-    for (int64_t i = 0; i < count; i++)
-      d[i * stride] = tsr_f32_to_bf16(src[i]);
+    float line[GEMM_LINE_MAX];
+    for (int r = 0; r < rows; r++) {
+      for (int64_t k_start = 0; k_start < kc; k_start += GEMM_LINE_MAX) {
+        int64_t count = min64(GEMM_LINE_MAX, kc - k_start);
+        load_run(line, gemm_at(a, row0 + r, k0 + k_start), a->dtype, 1, count);
+        for (int64_t k = 0; k < count; k++)
+          dst[(k_start + k) * mr + r] = line[k];
+      }
+    }
   }
+  if (rows < mr)
+    for (int64_t k = 0; k < kc; k++)
+      for (int r = rows; r < mr; r++)
+        dst[k * mr + r] = 0.0f;
 }
 
-/* Packs rows [row0, row0 + rows) x columns [k0, k0 + kc) of A into MR-tall
- * strips: strip s holds element (s * mr + r, k) at [s * mr * kc + k * mr + r];
- * rows past the end are zero. Reads follow A's contiguous direction. */
-static void pack_a(const gemm_operand *a, int64_t row0, int64_t rows, int64_t k0, int64_t kc,
-                   int mr, float *dst) {
-  int64_t strips = (rows + mr - 1) / mr;
-  if (a->col_stride == 1 && a->row_stride != 1) {
-    /* Rows contiguous along k: read each row in one run. */
-    float line[GEMM_MAX_KC];
-    for (int64_t s = 0; s < strips; s++) {
-      float *strip = dst + s * mr * kc;
-      int strip_rows = (int)min64(mr, rows - s * mr);
-      for (int r = 0; r < strip_rows; r++) {
-        load_run(line, operand_at(a, row0 + s * mr + r, k0), a->dtype, 1, kc);
-        for (int64_t k = 0; k < kc; k++)
-          strip[k * mr + r] = line[k];
-      }
-      for (int r = strip_rows; r < mr; r++)
-        for (int64_t k = 0; k < kc; k++)
-          strip[k * mr + r] = 0.0f;
+/* One NR-wide strip of B, f32: element (k, j) at dst[k * nr + j]; columns
+ * past `cols` are zero. */
+static void pack_b_f32(const gemm_operand *b, int64_t k0, int64_t kc, int64_t col0, int cols,
+                       int nr, float *dst) {
+  if (b->cs == 1 || b->rs != 1) {
+    for (int64_t k = 0; k < kc; k++) {
+      float *row = dst + k * nr;
+      load_run(row, gemm_at(b, k0 + k, col0), b->dtype, b->cs, cols);
+      for (int j = cols; j < nr; j++)
+        row[j] = 0.0f;
     }
     return;
   }
-  /* Columns contiguous (A transposed) or both strides large: for each k,
-   * read the block's column from top to bottom. */
-  for (int64_t k = 0; k < kc; k++) {
-    for (int64_t s = 0; s < strips; s++) {
-      float *dst_k = dst + s * mr * kc + k * mr;
-      int strip_rows = (int)min64(mr, rows - s * mr);
-      load_run(dst_k, operand_at(a, row0 + s * mr, k0 + k), a->dtype, a->row_stride, strip_rows);
-      for (int r = strip_rows; r < mr; r++)
-        dst_k[r] = 0.0f;
+  /* B transposed (contiguous along k): one column at a time. */
+  float line[GEMM_LINE_MAX];
+  for (int j = 0; j < cols; j++) {
+    for (int64_t k_start = 0; k_start < kc; k_start += GEMM_LINE_MAX) {
+      int64_t count = min64(GEMM_LINE_MAX, kc - k_start);
+      load_run(line, gemm_at(b, k0 + k_start, col0 + j), b->dtype, 1, count);
+      for (int64_t k = 0; k < count; k++)
+        dst[(k_start + k) * nr + j] = line[k];
     }
   }
+  for (int64_t k = 0; k < kc; k++)
+    for (int j = cols; j < nr; j++)
+      dst[k * nr + j] = 0.0f;
 }
 
-/* B panel rows [k0, k0 + kc) x columns [col0, col0 + cols) packed into
- * NR-wide strips: strip s holds element (k, s * nr + j) at
- * [s * nr * kc + k * nr + j]; columns past the end are zero. */
-typedef struct gemm_pack_b_job {
-  const gemm_operand *b;
-  int64_t k0, kc, col0, cols;
-  int nr;
-  float *b_pack;
-} gemm_pack_b_job;
+/* bf16 element (row, col) of an operand, 0 outside [0, limit) in k. */
+static uint32_t bf16_bits(const gemm_operand *o, int64_t row, int64_t col) {
+  return *(const uint16_t *)gemm_at(o, row, col);
+}
 
-/* Units are rows k of the panel: each row of B is read from left to right
- * (B with contiguous rows, or both strides large). */
-static void pack_b_rows(void *context, int64_t begin, int64_t end, int worker) {
-  const gemm_pack_b_job *job = context;
-  (void)worker;
-  const int nr = job->nr;
-  int64_t strips = (job->cols + nr - 1) / nr;
-  for (int64_t k = begin; k < end; k++) {
-    for (int64_t s = 0; s < strips; s++) {
-      float *dst_k = job->b_pack + s * nr * job->kc + k * nr;
-      int cols = (int)min64(nr, job->cols - s * nr);
-      load_run(dst_k, operand_at(job->b, job->k0 + k, job->col0 + s * nr), job->b->dtype,
-               job->b->col_stride, cols);
-      for (int j = cols; j < nr; j++)
-        dst_k[j] = 0.0f;
+/* One MR-tall strip of bf16 A as k pairs: pair (r, p) at dst[p * mr + r]. */
+static void pack_a_bf16(const gemm_operand *a, int64_t row0, int rows, int64_t k0, int64_t kc,
+                        int mr, uint32_t *dst) {
+  int64_t pairs = (kc + 1) / 2, full = kc / 2;
+  for (int r = 0; r < rows; r++) {
+    if (a->cs == 1) {
+      const uint16_t *src = (const uint16_t *)gemm_at(a, row0 + r, k0);
+      for (int64_t p = 0; p < full; p++)
+        dst[p * mr + r] = (uint32_t)src[2 * p] | (uint32_t)src[2 * p + 1] << 16;
+    } else {
+      for (int64_t p = 0; p < full; p++)
+        dst[p * mr + r] =
+            bf16_bits(a, row0 + r, k0 + 2 * p) | bf16_bits(a, row0 + r, k0 + 2 * p + 1) << 16;
     }
+    if (full < pairs)
+      dst[full * mr + r] = bf16_bits(a, row0 + r, k0 + kc - 1);
   }
+  if (rows < mr)
+    for (int64_t p = 0; p < pairs; p++)
+      for (int r = rows; r < mr; r++)
+        dst[p * mr + r] = 0;
 }
 
-/* Units are strips: each column of B (B transposed: contiguous along k) is
- * read from top to bottom. */
-static void pack_b_columns(void *context, int64_t begin, int64_t end, int worker) {
-  const gemm_pack_b_job *job = context;
-  (void)worker;
-  const int nr = job->nr;
-  const int64_t kc = job->kc;
-  float line[GEMM_MAX_KC];
-  for (int64_t s = begin; s < end; s++) {
-    float *strip = job->b_pack + s * nr * kc;
-    int cols = (int)min64(nr, job->cols - s * nr);
-    for (int j = 0; j < cols; j++) {
-      load_run(line, operand_at(job->b, job->k0, job->col0 + s * nr + j), job->b->dtype,
-               job->b->row_stride, kc);
-      for (int64_t k = 0; k < kc; k++)
-        strip[k * nr + j] = line[k];
+/* One NR-wide strip of bf16 B as k pairs: pair (p, j) at dst[p * nr + j]. */
+static void pack_b_bf16(const gemm_operand *b, int64_t k0, int64_t kc, int64_t col0, int cols,
+                        int nr, uint32_t *dst) {
+  int64_t pairs = (kc + 1) / 2;
+  for (int64_t p = 0; p < pairs; p++) {
+    uint32_t *row = dst + p * nr;
+    int64_t k = k0 + 2 * p;
+    bool second = 2 * p + 1 < kc;
+    if (b->cs == 1) {
+      const uint16_t *even = (const uint16_t *)gemm_at(b, k, col0);
+      const uint16_t *odd = (const uint16_t *)gemm_at(b, second ? k + 1 : k, col0);
+      for (int j = 0; j < cols; j++)
+        row[j] = (uint32_t)even[j] | (second ? (uint32_t)odd[j] << 16 : 0u);
+    } else {
+      for (int j = 0; j < cols; j++)
+        row[j] = bf16_bits(b, k, col0 + j) | (second ? bf16_bits(b, k + 1, col0 + j) << 16 : 0u);
     }
-    for (int64_t k = 0; k < kc; k++)
-      for (int j = cols; j < nr; j++)
-        strip[k * nr + j] = 0.0f;
+    for (int j = cols; j < nr; j++)
+      row[j] = 0;
   }
 }
 
@@ -284,29 +278,29 @@ static void pack_b_columns(void *context, int64_t begin, int64_t end, int worker
 /* The blocked driver                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* One matrix product: a batch item or a non-empty group. */
-typedef struct gemm_problem {
-  gemm_operand a, b, c, d; /* c.base NULL: no C term */
-  const float *bias;       /* n values, or NULL */
-  int64_t m, n, k;
-} gemm_problem;
-
 /* Scratch of one worker. In a problem split over the pool, b_pack and accum
  * of the calling worker are shared and a_pack is each worker's own. */
 typedef struct gemm_workspace {
-  float *a_pack;
-  float *b_pack;
+  void *a_pack;
+  void *b_pack;
   float *accum;
-  int64_t packed_block; /* which row block of the current step a_pack holds; -1 none */
+  atomic_int *strip_state; /* per B strip of b_pack: STRIP_* */
 } gemm_workspace;
+
+/* B strips are packed by the first thread that needs one, in the same
+ * parallel region as the products (no separate packing pass). */
+enum { STRIP_EMPTY = 0, STRIP_PACKING = 1, STRIP_READY = 2 };
 
 typedef struct gemm_plan {
   const cpu_gemm_config *config;
-  micro_kernel_fn micro;
+  const gemm_kernel *kernel;
+  int mr, nr, format;
+  int64_t mc, kc, nc; /* kc even for bf16 pairs */
+  int64_t element_bytes;
+  bool avx512_packing; /* the active level has AVX-512: vector packers */
   float alpha, beta;
   int32_t activation;
   int64_t row_block; /* rows that share one pass over K (a multiple of mc) */
-  int64_t accum_ld;  /* row stride of the accumulator */
   cpu_pool *pool;
   int threads;
   gemm_workspace *workspaces; /* threads entries */
@@ -317,160 +311,231 @@ typedef struct gemm_step {
   const gemm_plan *plan;
   const gemm_problem *problem;
   const gemm_workspace *shared; /* b_pack, accum */
-  int64_t col0, cols;
-  int64_t row0, rows;
+  int64_t col0, cols, strips;
+  int64_t row0, rows, blocks;
+  int64_t mc; /* rows per block: rows split into equal blocks of at most plan->mc */
   int64_t k0, kc;
   bool first, last; /* first / last KC slice */
-  int64_t strips;   /* NR strips in the panel */
-  int64_t chunks;   /* parts the panel's strips are split into */
-  int64_t chunk_strips;
+  bool accum_in_d;  /* partial sums live in D */
+  int shares;       /* threads the units are split over */
 } gemm_step;
 
-/* The epilogue for a rows x cols corner of an MR x NR result block:
- * d = act(alpha * acc + beta * c + bias), read c before writing d (c may be d). */
-static void store_block(const gemm_plan *plan, const gemm_problem *p, const float *block,
-                        int64_t block_ld, int64_t row0, int rows, int64_t col0, int cols) {
-  float values[GEMM_MAX_NR];
-  float c_values[GEMM_MAX_NR];
-  for (int r = 0; r < rows; r++) {
-    const float *acc = block + r * block_ld;
-    for (int j = 0; j < cols; j++)
-      values[j] = plan->alpha * acc[j];
+static void pack_a_block(const gemm_plan *plan, const gemm_operand *a, int64_t row0, int64_t rows,
+                         int64_t k0, int64_t kc, void *dst) {
+  int64_t strip_elements =
+      (int64_t)plan->mr * (plan->format == GEMM_FORMAT_F32 ? kc : round_up(kc, 2));
+  for (int64_t s = 0; s * plan->mr < rows; s++) {
+    int strip_rows = (int)min64(plan->mr, rows - s * plan->mr);
+#if CPU_HAVE_X86_KERNELS
+    if (plan->avx512_packing &&
+        cpu_gemm_pack_a_avx512(a, row0 + s * plan->mr, strip_rows, k0, kc, plan->mr, plan->format,
+                               (char *)dst + s * strip_elements * plan->element_bytes))
+      continue;
+#endif
+    if (plan->format == GEMM_FORMAT_F32)
+      pack_a_f32(a, row0 + s * plan->mr, strip_rows, k0, kc, plan->mr,
+                 (float *)dst + s * strip_elements);
+    else
+      pack_a_bf16(a, row0 + s * plan->mr, strip_rows, k0, kc, plan->mr,
+                  (uint32_t *)dst + s * strip_elements / 2);
+  }
+}
+
+typedef struct gemm_pack_b_job {
+  const gemm_plan *plan;
+  const gemm_operand *b;
+  int64_t k0, kc, col0, cols;
+  void *b_pack;
+} gemm_pack_b_job;
+
+static void pack_b_strips(void *context, int64_t begin, int64_t end, int worker) {
+  const gemm_pack_b_job *job = context;
+  const gemm_plan *plan = job->plan;
+  (void)worker;
+  const int nr = plan->nr;
+  const int64_t kc_packed = plan->format == GEMM_FORMAT_F32 ? job->kc : round_up(job->kc, 2);
+  for (int64_t s = begin; s < end; s++) {
+    int cols = (int)min64(nr, job->cols - s * nr);
+#if CPU_HAVE_X86_KERNELS
+    if (plan->avx512_packing &&
+        cpu_gemm_pack_b_avx512(job->b, job->k0, job->kc, job->col0 + s * nr, cols, nr,
+                               plan->format,
+                               (char *)job->b_pack + s * nr * kc_packed * plan->element_bytes))
+      continue;
+#endif
+    if (plan->format == GEMM_FORMAT_F32)
+      pack_b_f32(job->b, job->k0, job->kc, job->col0 + s * nr, cols, nr,
+                 (float *)job->b_pack + s * nr * job->kc);
+    else
+      pack_b_bf16(job->b, job->k0, job->kc, job->col0 + s * nr, cols, nr,
+                  (uint32_t *)job->b_pack + s * nr * (round_up(job->kc, 2) / 2));
+  }
+}
+
+/* The epilogue of block (row, col) of a step. */
+static void tile_out_for(const gemm_step *step, int64_t row, int64_t col, gemm_tile_out *o) {
+  const gemm_plan *plan = step->plan;
+  const gemm_problem *p = step->problem;
+  o->rows = (int)min64(plan->mr, step->row0 + step->rows - row);
+  o->cols = (int)min64(plan->nr, step->col0 + step->cols - col);
+  o->alpha = plan->alpha;
+  o->prior = NULL;
+  o->c = NULL;
+  o->bias = NULL;
+  o->activation = TSR_ACT_NONE;
+  if (!step->first) {
+    if (step->accum_in_d) {
+      o->prior = (const float *)gemm_at(&p->d, row, col);
+      o->prior_ld = p->d.rs;
+    } else {
+      o->prior_ld = round_up(step->cols, plan->nr);
+      o->prior = step->shared->accum + (row - step->row0) * o->prior_ld + (col - step->col0);
+    }
+  } else {
     if (p->c.base) {
-      load_run(c_values, operand_at(&p->c, row0 + r, col0), p->c.dtype, p->c.col_stride, cols);
-      for (int j = 0; j < cols; j++)
-        values[j] += plan->beta * c_values[j];
+      o->c = gemm_at(&p->c, row, col);
+      o->c_dtype = p->c.dtype;
+      o->c_rs = p->c.rs;
+      o->c_cs = p->c.cs;
+      o->beta = plan->beta;
     }
-    if (p->bias) {
-      for (int j = 0; j < cols; j++)
-        values[j] += p->bias[col0 + j];
-    }
-    if (plan->activation != TSR_ACT_NONE) {
-      for (int j = 0; j < cols; j++)
-        values[j] = cpu_activation(plan->activation, values[j]);
-    }
-    store_run(operand_at(&p->d, row0 + r, col0), p->d.dtype, p->d.col_stride, values, cols);
+    if (p->bias)
+      o->bias = p->bias + col;
   }
-}
-
-static void copy_block(float *acc, int64_t acc_ld, const float *block, int mr, int nr) {
-  for (int i = 0; i < mr; i++)
-    memcpy(acc + i * acc_ld, block + i * nr, (size_t)nr * sizeof *acc);
-}
-
-static void add_block(float *acc, int64_t acc_ld, const float *block, int mr, int nr) {
-  for (int i = 0; i < mr; i++) {
-    float *row = acc + i * acc_ld;
-    const float *add = block + i * nr;
-    for (int j = 0; j < nr; j++)
-      row[j] += add[j];
+  if (step->last || step->accum_in_d) {
+    o->dst = gemm_at(&p->d, row, col);
+    o->dst_dtype = p->d.dtype;
+    o->dst_rs = p->d.rs;
+    o->dst_cs = p->d.cs;
+  } else {
+    int64_t ld = round_up(step->cols, plan->nr);
+    o->dst = (char *)(step->shared->accum + (row - step->row0) * ld + (col - step->col0));
+    o->dst_dtype = TSR_DTYPE_F32;
+    o->dst_rs = ld;
+    o->dst_cs = 1;
   }
+  if (step->last)
+    o->activation = plan->activation;
+  o->vector_store = o->dst_cs == 1 && (!o->c || o->c_cs == 1) &&
+                    (o->activation == TSR_ACT_NONE || o->activation == TSR_ACT_RELU);
 }
 
-/* Work units of a step: unit u is row block u / chunks (MC rows) times strip
- * chunk u % chunks. */
-static void compute_units(void *context, int64_t begin, int64_t end, int worker) {
+/* Makes B strip s of the step's panel ready: packs it when no thread has,
+ * waits while another thread packs it. */
+static void ensure_b_strip(const gemm_step *step, int64_t s) {
+  atomic_int *state = &step->shared->strip_state[s];
+  if (atomic_load_explicit(state, memory_order_acquire) == STRIP_READY)
+    return;
+  int expected = STRIP_EMPTY;
+  if (atomic_compare_exchange_strong_explicit(state, &expected, STRIP_PACKING,
+                                              memory_order_acquire, memory_order_acquire)) {
+    gemm_pack_b_job pack = {step->plan,  &step->problem->b, step->k0,
+                            step->kc,    step->col0,        step->cols,
+                            step->shared->b_pack};
+    pack_b_strips(&pack, s, s + 1, 0);
+    atomic_store_explicit(state, STRIP_READY, memory_order_release);
+    return;
+  }
+  while (atomic_load_explicit(state, memory_order_acquire) != STRIP_READY)
+    cpu_relax();
+}
+
+/* Micro-tiles (MR-row strips) in row block `block` of a step. */
+static int64_t block_tiles(const gemm_step *step, int64_t block) {
+  int64_t rows = min64(step->mc, step->rows - block * step->mc);
+  return (rows + step->plan->mr - 1) / step->plan->mr;
+}
+
+/* The first unit (row block, strip) at or past `target` micro-tiles of work,
+ * counting units in row-block order. */
+static int64_t unit_at_work(const gemm_step *step, int64_t target) {
+  int64_t done = 0;
+  for (int64_t block = 0; block < step->blocks; block++) {
+    int64_t tiles = block_tiles(step, block);
+    int64_t block_work = tiles * step->strips;
+    if (done + block_work > target)
+      return block * step->strips + (target - done + tiles - 1) / tiles;
+    done += block_work;
+  }
+  return step->blocks * step->strips;
+}
+
+/* Share `t` of `shares`: units (row block, strip) in row-block order, split
+ * into contiguous ranges of equal work (a short last block weighs less);
+ * A is packed again when the block changes. */
+static void compute_share(void *context, int64_t t, int64_t shares, int worker) {
   const gemm_step *step = context;
   const gemm_plan *plan = step->plan;
   const gemm_problem *p = step->problem;
-  const cpu_gemm_config *cfg = plan->config;
   gemm_workspace *own = &plan->workspaces[worker];
-  const int mr = cfg->mr, nr = cfg->nr;
-  const int64_t kc = step->kc;
-  float block[GEMM_MAX_MR * GEMM_MAX_NR];
-
+  const int mr = plan->mr, nr = plan->nr;
+  const int64_t work = (step->blocks - 1) * block_tiles(step, 0) * step->strips +
+                       block_tiles(step, step->blocks - 1) * step->strips;
+  const int64_t begin = unit_at_work(step, work * t / shares);
+  const int64_t end = unit_at_work(step, work * (t + 1) / shares);
+  const int64_t kc_packed = plan->format == GEMM_FORMAT_F32 ? step->kc : round_up(step->kc, 2);
+  const int64_t a_strip_bytes = mr * kc_packed * plan->element_bytes;
+  const int64_t b_strip_bytes = nr * kc_packed * plan->element_bytes;
+  int64_t packed_block = -1;
   for (int64_t u = begin; u < end; u++) {
-    int64_t row_block = u / step->chunks;
-    int64_t chunk = u % step->chunks;
-    int64_t ic = step->row0 + row_block * cfg->mc;
-    int64_t block_rows = min64(cfg->mc, step->row0 + step->rows - ic);
-    if (own->packed_block != row_block) {
-      pack_a(&p->a, ic, block_rows, step->k0, kc, mr, own->a_pack);
-      own->packed_block = row_block;
+    int64_t block = u / step->strips, s = u % step->strips;
+    int64_t ic = step->row0 + block * step->mc;
+    int64_t block_rows = min64(step->mc, step->row0 + step->rows - ic);
+    if (block != packed_block) {
+      pack_a_block(plan, &p->a, ic, block_rows, step->k0, step->kc, own->a_pack);
+      packed_block = block;
     }
-    int64_t strip_end = min64(step->strips, (chunk + 1) * step->chunk_strips);
-    for (int64_t s = chunk * step->chunk_strips; s < strip_end; s++) {
-      const float *b_panel = step->shared->b_pack + s * nr * kc;
-      int64_t col = step->col0 + s * nr;
-      int cols = (int)min64(nr, step->col0 + step->cols - col);
-      for (int64_t r = 0; r * mr < block_rows; r++) {
-        const float *a_panel = own->a_pack + r * mr * kc;
-        int64_t row = ic + r * mr;
-        int rows = (int)min64(mr, block_rows - r * mr);
-        plan->micro(kc, a_panel, b_panel, block);
-        if (step->first && step->last) {
-          store_block(plan, p, block, nr, row, rows, col, cols);
-          continue;
-        }
-        float *acc = step->shared->accum + (row - step->row0) * plan->accum_ld + s * nr;
-        if (step->first)
-          copy_block(acc, plan->accum_ld, block, mr, nr);
-        else
-          add_block(acc, plan->accum_ld, block, mr, nr);
-        if (step->last)
-          store_block(plan, p, acc, plan->accum_ld, row, rows, col, cols);
-      }
+    ensure_b_strip(step, s);
+    const char *b_strip = (const char *)step->shared->b_pack + s * b_strip_bytes;
+    int64_t col = step->col0 + s * nr;
+    for (int64_t r = 0; r * mr < block_rows; r++) {
+      gemm_tile_out out;
+      tile_out_for(step, ic + r * mr, col, &out);
+      plan->kernel->fn(step->kc, (const char *)own->a_pack + r * a_strip_bytes, b_strip, &out);
     }
   }
 }
 
-/* Runs one problem, on the whole pool (`parallel`) or on worker `worker`
- * alone. */
+/* Runs one problem on the whole pool (`parallel`) or on worker `worker`. */
 static void run_problem(const gemm_plan *plan, const gemm_problem *p, int worker, bool parallel) {
-  const cpu_gemm_config *cfg = plan->config;
   const gemm_workspace *shared = &plan->workspaces[worker];
-  int64_t k_slices = p->k > 0 ? (p->k + cfg->kc - 1) / cfg->kc : 1;
-  for (int64_t col0 = 0; col0 < p->n; col0 += cfg->nc) {
-    int64_t cols = min64(cfg->nc, p->n - col0);
-    int64_t strips = (cols + cfg->nr - 1) / cfg->nr;
+  const int64_t k_slices = p->k > 0 ? (p->k + plan->kc - 1) / plan->kc : 1;
+  /* Equal slices (a last slice of a few k would cost a pass over the
+   * partial sums for little work); even for bf16 pairs, at most plan->kc. */
+  const int64_t slice_kc = min64(plan->kc, round_up((p->k + k_slices - 1) / k_slices, 2));
+  const bool accum_in_d = p->d.dtype == TSR_DTYPE_F32 && p->d.cs == 1;
+  for (int64_t col0 = 0; col0 < p->n; col0 += plan->nc) {
+    int64_t cols = min64(plan->nc, p->n - col0);
+    int64_t strips = (cols + plan->nr - 1) / plan->nr;
     for (int64_t row0 = 0; row0 < p->m; row0 += plan->row_block) {
       int64_t rows = min64(plan->row_block, p->m - row0);
-      int64_t row_blocks = (rows + cfg->mc - 1) / cfg->mc;
       for (int64_t slice = 0; slice < k_slices; slice++) {
-        int64_t k0 = slice * cfg->kc;
-        int64_t kc = min64(cfg->kc, p->k - k0);
-
-        gemm_pack_b_job pack = {&p->b, k0, kc, col0, cols, cfg->nr, shared->b_pack};
-        bool by_rows = p->b.col_stride == 1 || p->b.row_stride != 1;
-        cpu_range_fn pack_fn = by_rows ? pack_b_rows : pack_b_columns;
-        int64_t pack_units = by_rows ? kc : strips;
-        if (parallel) {
-          int64_t unit_elements = by_rows ? cols : (int64_t)cfg->nr * kc;
-          int64_t grain = GEMM_PARALLEL_PACK_ELEMENTS / (unit_elements > 0 ? unit_elements : 1) + 1;
-          cpu_pool_parallel_for(plan->pool, pack_units, grain, pack_fn, &pack);
-        } else {
-          pack_fn(&pack, 0, pack_units, worker);
-        }
-
+        int64_t k0 = slice * slice_kc;
+        int64_t kc = min64(slice_kc, p->k - k0);
+        for (int64_t strip = 0; strip < strips; strip++)
+          atomic_store_explicit(&shared->strip_state[strip], STRIP_EMPTY, memory_order_relaxed);
         gemm_step step = {.plan = plan,
                           .problem = p,
                           .shared = shared,
                           .col0 = col0,
                           .cols = cols,
+                          .strips = strips,
                           .row0 = row0,
                           .rows = rows,
+                          .blocks = (rows + plan->mc - 1) / plan->mc,
+                          .mc = plan->mc,
                           .k0 = k0,
                           .kc = kc,
                           .first = slice == 0,
                           .last = slice == k_slices - 1,
-                          .strips = strips,
-                          .chunks = 1};
-        /* Few row blocks (skinny M): split the panel's strips too, so that
-         * every thread gets work. */
-        if (parallel) {
-          while (row_blocks * step.chunks < 2 * plan->threads && step.chunks * 2 <= strips)
-            step.chunks *= 2;
-        }
-        step.chunk_strips = (strips + step.chunks - 1) / step.chunks;
-        step.chunks = (strips + step.chunk_strips - 1) / step.chunk_strips;
-        if (parallel) {
-          for (int t = 0; t < plan->threads; t++)
-            plan->workspaces[t].packed_block = -1;
-          cpu_pool_parallel_for(plan->pool, row_blocks * step.chunks, 1, compute_units, &step);
-        } else {
-          plan->workspaces[worker].packed_block = -1;
-          compute_units(&step, 0, row_blocks * step.chunks, worker);
-        }
+                          .accum_in_d = accum_in_d && k_slices > 1};
+        step.mc = round_up((rows + step.blocks - 1) / step.blocks, plan->mr);
+        int64_t units = step.blocks * step.strips;
+        step.shares = parallel ? (int)min64(plan->threads, units) : 1;
+        if (step.shares > 1)
+          cpu_pool_run_threads(plan->pool, step.shares, compute_share, &step);
+        else
+          compute_share(&step, 0, 1, worker);
       }
     }
   }
@@ -490,16 +555,25 @@ static void run_problems_serially(void *context, int64_t begin, int64_t end, int
 /* Packing memory is kept by the calling thread between calls (a queue's
  * worker runs every kernel of its queue), so that repeated GEMMs do not fault
  * in fresh pages each time. Larger needs than the cap are not kept. */
-enum { GEMM_KEPT_WORKSPACE_MAX_BYTES = 64 << 20 };
+enum { GEMM_KEPT_WORKSPACE_MAX_BYTES = 160 << 20 };
 static _Thread_local struct {
   char *memory;
   size_t bytes;
 } thread_workspace;
 
+/* The per-thread scratch of cpu_tile_gemm_f32. */
+static _Thread_local struct {
+  char *memory;
+  size_t bytes;
+} tile_workspace;
+
 void cpu_gemm_release_thread_workspace(void) {
   free(thread_workspace.memory);
   thread_workspace.memory = NULL;
   thread_workspace.bytes = 0;
+  free(tile_workspace.memory);
+  tile_workspace.memory = NULL;
+  tile_workspace.bytes = 0;
 }
 
 /* 64-byte aligned memory of at least `bytes`; *owned says whether the caller
@@ -510,17 +584,17 @@ static char *workspace_acquire(size_t bytes, bool *owned) {
     return thread_workspace.memory;
   if (bytes > GEMM_KEPT_WORKSPACE_MAX_BYTES) {
     *owned = true;
-    return aligned_alloc(64, bytes);
+    return aligned_alloc(64, round_up((int64_t)bytes, 64));
   }
-  cpu_gemm_release_thread_workspace();
-  thread_workspace.memory = aligned_alloc(64, bytes);
+  free(thread_workspace.memory);
+  thread_workspace.memory = aligned_alloc(64, round_up((int64_t)bytes, 64));
   thread_workspace.bytes = thread_workspace.memory ? bytes : 0;
   return thread_workspace.memory;
 }
 
-/* Bytes of `count` floats rounded up to whole 64-byte lines. */
-static size_t float_bytes(int64_t count) {
-  return (size_t)round_up(count > 0 ? count : 1, 16) * sizeof(float);
+/* Bytes rounded up to whole 64-byte lines (at least one). */
+static size_t line_bytes(int64_t bytes) {
+  return (size_t)round_up(bytes > 0 ? bytes : 1, 64);
 }
 
 static tsr_status fail(const cpu_exec *exec, tsr_status status, const char *message) {
@@ -529,32 +603,55 @@ static tsr_status fail(const cpu_exec *exec, tsr_status status, const char *mess
   return status;
 }
 
-/* Runs a set of problems sharing n, k and the scalars. Problems that are too
- * small to keep every thread busy run side by side, one per thread; larger
- * ones run one after another, each over the whole pool. */
+/* The kernel and packed format for a config, the inputs' dtype and the
+ * active level: bf16 inputs use the vdpbf16ps kernel of the same block when
+ * the level has AVX512_BF16, everything else f32 strips. */
+static const gemm_kernel *choose_kernel(const cpu_gemm_config *config, int32_t input_dtype) {
+  if (input_dtype == TSR_DTYPE_BF16 && config->isa == CPU_ISA_AVX512 &&
+      cpu_isa_includes(cpu_isa_active(), CPU_ISA_AVX512_BF16)) {
+    const gemm_kernel *kernel =
+        find_kernel(config->isa, GEMM_FORMAT_BF16_PAIRS, config->mr, config->nr);
+    if (kernel)
+      return kernel;
+  }
+  return find_kernel(config->isa, GEMM_FORMAT_F32, config->mr, config->nr);
+}
+
+/* Runs a set of problems sharing n, k, the dtypes and the scalars. Problems
+ * too small to keep every thread busy run side by side, one per thread;
+ * larger ones run one after another, each over the whole pool. */
 static tsr_status gemm_execute(const cpu_exec *exec, const cpu_gemm_config *config,
                                const gemm_problem *problems, int64_t count, float alpha, float beta,
                                int32_t activation) {
-  if (!config || config->mr < 1 || config->mr > GEMM_MAX_MR || config->nr < 1 ||
-      config->nr > GEMM_MAX_NR || config->kc < 1 || config->kc > GEMM_MAX_KC ||
-      config->mc < config->mr || config->mc % config->mr != 0 || config->nc < config->nr ||
-      config->nc % config->nr != 0)
-    return fail(exec, TSR_ERROR_INVALID_VALUE, "cpu gemm: the variant's blocking is not usable");
+  if (!config)
+    return fail(exec, TSR_ERROR_INVALID_VALUE, "cpu gemm: no variant");
+  if (count == 0)
+    return TSR_OK;
+  if (config->method == CPU_GEMM_GEMV)
+    return cpu_gemv_run(exec, config->isa, problems, count, alpha, beta, activation);
+  const gemm_kernel *kernel = choose_kernel(config, problems[0].a.dtype);
+  if (!kernel || config->mc < config->mr || config->mc % config->mr != 0 || config->kc < 2 ||
+      config->nc < config->nr || config->nc % config->nr != 0) {
+    char message[160];
+    snprintf(message, sizeof message, "cpu gemm: variant %s has no usable kernel or blocking",
+             config->name);
+    return fail(exec, TSR_ERROR_UNSUPPORTED, message);
+  }
   gemm_plan plan = {.config = config,
+                    .kernel = kernel,
+                    .mr = kernel->mr,
+                    .nr = kernel->nr,
+                    .format = kernel->format,
+                    .mc = config->mc,
+                    .kc = kernel->format == GEMM_FORMAT_F32 ? config->kc : round_up(config->kc, 2),
+                    .nc = config->nc,
+                    .element_bytes = kernel->format == GEMM_FORMAT_F32 ? 4 : 2,
+                    .avx512_packing = cpu_isa_includes(cpu_isa_active(), CPU_ISA_AVX512),
                     .alpha = alpha,
                     .beta = beta,
                     .activation = activation,
                     .pool = exec->pool,
                     .threads = cpu_pool_threads(exec->pool)};
-  plan.micro = find_micro_kernel(config->mr, config->nr, cpu_isa_active());
-  if (!plan.micro) {
-    char message[128];
-    snprintf(message, sizeof message, "cpu gemm: no %dx%d micro-kernel in this build", config->mr,
-             config->nr);
-    return fail(exec, TSR_ERROR_UNSUPPORTED, message);
-  }
-  if (count == 0)
-    return TSR_OK;
 
   int64_t max_m = 0, sum_m = 0;
   for (int64_t i = 0; i < count; i++) {
@@ -562,26 +659,30 @@ static tsr_status gemm_execute(const cpu_exec *exec, const cpu_gemm_config *conf
     sum_m += problems[i].m;
   }
   const int64_t n = problems[0].n, k = problems[0].k;
-  bool side_by_side =
-      plan.threads > 1 && count >= plan.threads && sum_m / count < 2 * config->mc * plan.threads;
-  int busy_workspaces = side_by_side ? plan.threads : 1;
+  const bool side_by_side =
+      plan.threads > 1 && count >= plan.threads && sum_m / count < 2 * plan.mc * plan.threads;
+  const int busy_workspaces = side_by_side ? plan.threads : 1;
 
-  int64_t kc = min64(config->kc, k > 0 ? k : 1);
-  int64_t panel_cols = round_up(min64(config->nc, n), config->nr);
-  plan.accum_ld = panel_cols;
+  /* Partial sums need scratch when K takes several slices and D cannot
+   * hold them (not f32, or strided columns). */
+  const int64_t kc = min64(plan.kc, k > 0 ? round_up(k, 2) : 2);
+  const int64_t panel_cols = round_up(min64(plan.nc, n), plan.nr);
+  const bool scratch_sums =
+      k > plan.kc && !(problems[0].d.dtype == TSR_DTYPE_F32 && problems[0].d.cs == 1);
   plan.row_block = max_m;
-  if (k > config->kc) {
+  if (scratch_sums) {
     int64_t budget_rows = CPU_GEMM_ACCUM_BUDGET_BYTES / busy_workspaces / (panel_cols * 4);
-    int64_t rows = budget_rows / config->mc * config->mc;
-    rows = rows < config->mc ? config->mc : rows;
-    plan.row_block = min64(max_m, rows);
+    int64_t rows = budget_rows / plan.mc * plan.mc;
+    plan.row_block = min64(max_m, rows < plan.mc ? plan.mc : rows);
   }
 
-  size_t a_bytes = float_bytes(round_up(min64(config->mc, max_m), config->mr) * kc);
-  size_t b_bytes = float_bytes(panel_cols * kc);
+  size_t a_bytes = line_bytes(round_up(min64(plan.mc, max_m), plan.mr) * kc * plan.element_bytes);
+  size_t b_bytes = line_bytes(panel_cols * kc * plan.element_bytes);
   size_t accum_bytes =
-      k > config->kc ? float_bytes(round_up(plan.row_block, config->mr) * panel_cols) : 0;
-  size_t total = (size_t)plan.threads * a_bytes + (size_t)busy_workspaces * (b_bytes + accum_bytes);
+      scratch_sums ? line_bytes(round_up(plan.row_block, plan.mr) * panel_cols * 4) : 0;
+  size_t state_bytes = line_bytes((int64_t)sizeof(atomic_int) * (panel_cols / plan.nr));
+  size_t total = (size_t)plan.threads * a_bytes +
+                 (size_t)busy_workspaces * (b_bytes + accum_bytes + state_bytes);
   bool owned = false;
   char *memory = workspace_acquire(total, &owned);
   plan.workspaces = calloc((size_t)plan.threads, sizeof *plan.workspaces);
@@ -591,15 +692,18 @@ static tsr_status gemm_execute(const cpu_exec *exec, const cpu_gemm_config *conf
     free(plan.workspaces);
     return fail(exec, TSR_ERROR_OUT_OF_MEMORY, "cpu gemm: cannot allocate packing workspace");
   }
+  char *cursor = memory;
   for (int t = 0; t < plan.threads; t++) {
     gemm_workspace *w = &plan.workspaces[t];
-    w->a_pack = (float *)memory;
-    memory += a_bytes;
+    w->a_pack = cursor;
+    cursor += a_bytes;
     if (t < busy_workspaces) {
-      w->b_pack = (float *)memory;
-      memory += b_bytes;
-      w->accum = accum_bytes ? (float *)memory : NULL;
-      memory += accum_bytes;
+      w->b_pack = cursor;
+      cursor += b_bytes;
+      w->accum = accum_bytes ? (float *)cursor : NULL;
+      cursor += accum_bytes;
+      w->strip_state = (atomic_int *)(void *)cursor;
+      cursor += state_bytes;
     }
   }
 
@@ -610,25 +714,22 @@ static tsr_status gemm_execute(const cpu_exec *exec, const cpu_gemm_config *conf
     for (int64_t i = 0; i < count; i++)
       run_problem(&plan, &problems[i], 0, plan.threads > 1);
   if (owned)
-    free(plan.workspaces[0].a_pack);
+    free(memory);
   free(plan.workspaces);
   return TSR_OK;
 }
 
 static gemm_operand operand_of(const tsr_plugin_tensor *t, int row_dim, int64_t offset) {
-  gemm_operand o = {cpu_tensor_base(t) + offset * (int64_t)dtype_bytes(t->dtype), t->dtype,
+  gemm_operand o = {cpu_tensor_base(t) + offset * gemm_dtype_bytes(t->dtype), t->dtype,
                     t->strides[row_dim], t->strides[row_dim + 1]};
   return o;
 }
 
-/* bias[j * stride] for j < n as f32, into a new array. */
-static float *convert_bias(const tsr_plugin_tensor *bias, int64_t offset, int64_t stride,
-                           int64_t n) {
-  float *values = malloc((size_t)(n > 0 ? n : 1) * sizeof *values);
-  if (values)
-    load_run(values, cpu_tensor_base(bias) + offset * (int64_t)dtype_bytes(bias->dtype),
-             bias->dtype, stride, n);
-  return values;
+/* bias[j * stride] for j < n as f32, into `values`. */
+static void convert_bias(float *values, const tsr_plugin_tensor *bias, int64_t offset,
+                         int64_t stride, int64_t n) {
+  load_run(values, cpu_tensor_base(bias) + offset * gemm_dtype_bytes(bias->dtype), bias->dtype,
+           stride, n);
 }
 
 tsr_status cpu_gemm_run(const cpu_exec *exec, const tsr_gemm_args *args,
@@ -640,9 +741,10 @@ tsr_status cpu_gemm_run(const cpu_exec *exec, const tsr_gemm_args *args,
   bool has_c = args->c.buffer != NULL && args->beta != 0.0f;
   float *bias = NULL;
   if (args->bias.buffer) {
-    bias = convert_bias(&args->bias, 0, args->bias.strides[0], n);
+    bias = malloc((size_t)n * sizeof *bias);
     if (!bias)
       return fail(exec, TSR_ERROR_OUT_OF_MEMORY, "cpu gemm: cannot allocate the bias row");
+    convert_bias(bias, &args->bias, 0, args->bias.strides[0], n);
   }
   gemm_problem *problems = calloc((size_t)batch, sizeof *problems);
   if (!problems) {
@@ -679,10 +781,7 @@ tsr_status cpu_grouped_gemm_run(const cpu_exec *exec, const tsr_grouped_gemm_arg
     if (!bias)
       return fail(exec, TSR_ERROR_OUT_OF_MEMORY, "cpu grouped gemm: cannot allocate bias rows");
     for (int64_t g = 0; g < groups; g++)
-      load_run(bias + g * n,
-               cpu_tensor_base(&args->bias) +
-                   g * args->bias.strides[0] * (int64_t)dtype_bytes(args->bias.dtype),
-               args->bias.dtype, args->bias.strides[1], n);
+      convert_bias(bias + g * n, &args->bias, g * args->bias.strides[0], args->bias.strides[1], n);
   }
   gemm_problem *problems = calloc((size_t)groups, sizeof *problems);
   if (!problems) {
@@ -709,4 +808,83 @@ tsr_status cpu_grouped_gemm_run(const cpu_exec *exec, const tsr_grouped_gemm_arg
   free(problems);
   free(bias);
   return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tile products for other kernels                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The f32 kernel the active level's heuristic uses. */
+static const gemm_kernel *tile_kernel(void) {
+  cpu_isa level = cpu_isa_active();
+#if CPU_HAVE_X86_KERNELS
+  if (cpu_isa_includes(level, CPU_ISA_AVX512))
+    return &cpu_gemm_avx512_kernels[0];
+  if (cpu_isa_includes(level, CPU_ISA_AVX2))
+    return &cpu_gemm_avx2_kernels[0];
+#else
+  (void)level;
+#endif
+  return &generic_kernels[0];
+}
+
+void cpu_tile_gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                       int64_t b_row_stride, int64_t b_col_stride, float *c, int64_t ldc,
+                       int accumulate) {
+  if (m <= 0 || n <= 0)
+    return;
+  const gemm_kernel *kernel = tile_kernel();
+  const int mr = kernel->mr, nr = kernel->nr;
+  /* K in slices of at most this many, so the scratch stays small. */
+  const int64_t kc_max = 512;
+  const int64_t kc_all = min64(k > 0 ? k : 1, kc_max);
+  size_t a_bytes = line_bytes(round_up(m, mr) * kc_all * 4);
+  size_t b_bytes = line_bytes(round_up(n, nr) * kc_all * 4);
+  if (tile_workspace.bytes < a_bytes + b_bytes) {
+    free(tile_workspace.memory);
+    tile_workspace.memory = aligned_alloc(64, a_bytes + b_bytes);
+    tile_workspace.bytes = tile_workspace.memory ? a_bytes + b_bytes : 0;
+  }
+  float *a_pack = (float *)tile_workspace.memory;
+  float *b_pack = (float *)(tile_workspace.memory + a_bytes);
+  if (!a_pack) { /* no scratch: plain loops, still correct */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        float sum = accumulate ? c[i * ldc + j] : 0.0f;
+        for (int64_t p = 0; p < k; p++)
+          sum += a[i * lda + p] * b[p * b_row_stride + j * b_col_stride];
+        c[i * ldc + j] = sum;
+      }
+    return;
+  }
+  gemm_operand a_view = {(char *)a, TSR_DTYPE_F32, lda, 1};
+  gemm_operand b_view = {(char *)b, TSR_DTYPE_F32, b_row_stride, b_col_stride};
+  int64_t k_slices = k > 0 ? (k + kc_max - 1) / kc_max : 1;
+  for (int64_t slice = 0; slice < k_slices; slice++) {
+    int64_t k0 = slice * kc_max, kc = min64(kc_max, k - k0);
+    if (kc < 0)
+      kc = 0;
+    for (int64_t s = 0; s * mr < m; s++)
+      pack_a_f32(&a_view, s * mr, (int)min64(mr, m - s * mr), k0, kc, mr, a_pack + s * mr * kc);
+    for (int64_t s = 0; s * nr < n; s++)
+      pack_b_f32(&b_view, k0, kc, s * nr, (int)min64(nr, n - s * nr), nr, b_pack + s * nr * kc);
+    bool add_prior = accumulate || slice > 0;
+    for (int64_t js = 0; js * nr < n; js++) {
+      for (int64_t is = 0; is * mr < m; is++) {
+        float *tile = c + is * mr * ldc + js * nr;
+        gemm_tile_out out = {.rows = (int)min64(mr, m - is * mr),
+                             .cols = (int)min64(nr, n - js * nr),
+                             .alpha = 1.0f,
+                             .prior = add_prior ? tile : NULL,
+                             .prior_ld = ldc,
+                             .activation = TSR_ACT_NONE,
+                             .dst = (char *)tile,
+                             .dst_dtype = TSR_DTYPE_F32,
+                             .dst_rs = ldc,
+                             .dst_cs = 1,
+                             .vector_store = true};
+        kernel->fn(kc, a_pack + is * mr * kc, b_pack + js * nr * kc, &out);
+      }
+    }
+  }
 }

@@ -1,7 +1,16 @@
 /* Row ops: RMSNorm (with the residual add), LayerNorm, softmax and
- * cross-entropy. Each task owns whole rows (the last dimension); a row is
- * read into f32 scratch before anything is written, so outputs may alias
- * inputs exactly. Reductions over a row accumulate in double. */
+ * cross-entropy. Each task owns whole rows (the last dimension), split over
+ * the thread pool.
+ *
+ * A row is read from memory once: f32 rows of unit stride are used where
+ * they lie (the first pass brings the row into L1/L2 and later passes find
+ * it there), other rows are converted into per-worker f32 scratch first.
+ * Every row is read completely before its outputs are written, so outputs
+ * may alias inputs exactly. Large outputs are written with streaming stores.
+ * Sums over a row accumulate in double.
+ *
+ * The passes over a row are small array kernels, in plain C and, on x86-64,
+ * AVX2 and AVX-512 versions picked by the plugin's instruction set. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,52 +22,623 @@
 
 enum { MIN_ELEMENTS_PER_CHUNK = 16384 };
 
-/* x[i] = e^(x[i] - shift): the hot loop of softmax and cross-entropy, also
- * compiled for AVX2 (the same C, 8 lanes instead of 4) and picked by the
- * plugin's instruction set. */
-static ALWAYS_INLINE void exp_shifted_body(float *x, int64_t count, float shift) {
-  for (int64_t i = 0; i < count; i++)
-    x[i] = exp_f32(x[i] - shift);
-}
+/* The array kernels of one vector level. Arrays are contiguous f32; `stream`
+ * asks for non-temporal stores of y. */
+typedef struct row_kernels {
+  double (*sum)(const float *x, int64_t count, const row_ahead *ahead);
+  /* sum of (x - centre)^2 */
+  double (*sum_squares)(const float *x, float centre, int64_t count, const row_ahead *ahead);
+  /* h = x + r; returns the sum of h^2 */
+  double (*add_sum_squares)(float *h, const float *x, const float *r, int64_t count,
+                            const row_ahead *ahead);
+  /* y = x * factor * weight (weight NULL: 1) */
+  void (*scale)(float *y, const float *x, float factor, const float *weight, int64_t count,
+                int stream);
+  /* y = (x - mean) * factor * weight + bias (weight, bias NULL: 1, 0) */
+  void (*normalize)(float *y, const float *x, float mean, float factor, const float *weight,
+                    const float *bias, int64_t count, int stream);
+  /* max (or for a negative scale min) of x, times scale: the max of x * scale,
+   * as rounding is monotonic; NaN lanes may or may not win */
+  float (*max_scaled)(const float *x, float scale, int64_t count, const row_ahead *ahead);
+  /* e = e^(x * scale - shift) (e NULL: not stored); returns the sum of e */
+  double (*exp_sum)(float *e, const float *x, float scale, float shift, int64_t count);
 
-static void exp_shifted_baseline(float *x, int64_t count, float shift) {
-  exp_shifted_body(x, count, shift);
-}
+  /* Fused steps: the last pass over a row together with the first pass over
+   * the next row (`next`, never NULL; `ahead` prefetches past it), so that
+   * memory is read and written in the same loop, as in a copy. NULL where a
+   * level has none: the row loops then run the passes one after another. */
+  /* scale(y, h, factor, weight); then h' = next_x + next_r (next_r NULL:
+   * h' = next_x; else h' goes to next_h and, when next_residual_out is not
+   * NULL, there too); returns the sum of h'^2 */
+  double (*rms_step)(float *y, const float *h, float factor, const float *weight, int64_t count,
+                     int stream, const float *next_x, const float *next_r, float *next_h,
+                     float *next_residual_out, const row_ahead *ahead);
+  /* normalize(y, x, ...); returns the sum of next */
+  double (*ln_step)(float *y, const float *x, float mean, float factor, const float *weight,
+                    const float *bias, int64_t count, int stream, const float *next,
+                    const row_ahead *ahead);
+  /* y = e * factor; returns the max of next (NaN lanes may or may not win) */
+  float (*sm_step)(float *y, const float *e, float factor, int64_t count, int stream,
+                   const float *next, const row_ahead *ahead);
+  /* returns the sum of e^(x - shift); *next_max = the max of next */
+  double (*xe_step)(const float *x, float shift, int64_t count, const float *next, float *next_max,
+                    const row_ahead *ahead);
+} row_kernels;
 
-#if CPU_KERNELS_HAVE_AVX2
-__attribute__((target("avx2,fma"))) static void exp_shifted_avx2(float *x, int64_t count,
-                                                                 float shift) {
-  exp_shifted_body(x, count, shift);
-}
-#endif
+/* ---- plain C ---- */
 
-static void exp_shifted(float *x, int64_t count, float shift) {
-#if CPU_KERNELS_HAVE_AVX2
-  if (cpu_isa_active() >= CPU_ISA_AVX2) {
-    exp_shifted_avx2(x, count, shift);
-    return;
-  }
-#endif
-  exp_shifted_baseline(x, count, shift);
-}
+/* Reductions keep independent lanes, so they vectorise without reassociation. */
+enum { LANES = 8 };
 
-/* Reductions over a row with independent lanes, so they vectorise without
- * reassociation; the sums accumulate in double. */
-static float max_f32(const float *x, int64_t count) {
-  float lanes[16];
-  for (int k = 0; k < 16; k++)
-    lanes[k] = -INFINITY;
+static double sum_generic(const float *x, int64_t count, const row_ahead *ahead) {
+  (void)ahead;
+  double lanes[LANES] = {0};
   int64_t i = 0;
-  for (; i + 16 <= count; i += 16)
-    for (int k = 0; k < 16; k++)
-      lanes[k] = x[i + k] > lanes[k] ? x[i + k] : lanes[k];
-  float result = -INFINITY;
+  for (; i + LANES <= count; i += LANES)
+    for (int k = 0; k < LANES; k++)
+      lanes[k] += (double)x[i + k];
+  double result = 0.0;
   for (; i < count; i++)
-    result = x[i] > result ? x[i] : result;
-  for (int k = 0; k < 16; k++)
-    result = lanes[k] > result ? lanes[k] : result;
+    result += (double)x[i];
+  for (int k = 0; k < LANES; k++)
+    result += lanes[k];
   return result;
 }
+
+static double sum_squares_generic(const float *x, float centre, int64_t count,
+                                  const row_ahead *ahead) {
+  (void)ahead;
+  double lanes[LANES] = {0};
+  int64_t i = 0;
+  for (; i + LANES <= count; i += LANES)
+    for (int k = 0; k < LANES; k++) {
+      double d = (double)(x[i + k] - centre);
+      lanes[k] += d * d;
+    }
+  double result = 0.0;
+  for (; i < count; i++) {
+    double d = (double)(x[i] - centre);
+    result += d * d;
+  }
+  for (int k = 0; k < LANES; k++)
+    result += lanes[k];
+  return result;
+}
+
+static double add_sum_squares_generic(float *h, const float *x, const float *r, int64_t count,
+                                      const row_ahead *ahead) {
+  for (int64_t i = 0; i < count; i++)
+    h[i] = x[i] + r[i];
+  return sum_squares_generic(h, 0.0f, count, ahead);
+}
+
+static void scale_generic(float *y, const float *x, float factor, const float *weight,
+                          int64_t count, int stream) {
+  (void)stream;
+  if (weight) {
+    for (int64_t i = 0; i < count; i++)
+      y[i] = x[i] * factor * weight[i];
+  } else {
+    for (int64_t i = 0; i < count; i++)
+      y[i] = x[i] * factor;
+  }
+}
+
+static void normalize_generic(float *y, const float *x, float mean, float factor,
+                              const float *weight, const float *bias, int64_t count, int stream) {
+  (void)stream;
+  for (int64_t i = 0; i < count; i++) {
+    float value = (x[i] - mean) * factor;
+    if (weight)
+      value *= weight[i];
+    if (bias)
+      value += bias[i];
+    y[i] = value;
+  }
+}
+
+static float max_scaled_generic(const float *x, float scale, int64_t count,
+                                const row_ahead *ahead) {
+  (void)ahead;
+  /* For a negative scale the minimum of -x is wanted: -(max of -x). */
+  float sign = scale < 0.0f ? -1.0f : 1.0f;
+  float lanes[LANES];
+  for (int k = 0; k < LANES; k++)
+    lanes[k] = -INFINITY;
+  int64_t i = 0;
+  for (; i + LANES <= count; i += LANES)
+    for (int k = 0; k < LANES; k++) {
+      float value = sign * x[i + k];
+      lanes[k] = value > lanes[k] ? value : lanes[k];
+    }
+  float result = -INFINITY;
+  for (; i < count; i++)
+    result = sign * x[i] > result ? sign * x[i] : result;
+  for (int k = 0; k < LANES; k++)
+    result = lanes[k] > result ? lanes[k] : result;
+  return result * sign * scale;
+}
+
+static double exp_sum_generic(float *e, const float *x, float scale, float shift, int64_t count) {
+  double lanes[LANES] = {0};
+  float block[LANES];
+  for (int64_t i = 0; i < count; i += LANES) {
+    int64_t n = count - i < LANES ? count - i : LANES;
+    for (int64_t k = 0; k < n; k++)
+      block[k] = exp_f32(x[i + k] * scale - shift);
+    if (e)
+      memcpy(e + i, block, (size_t)n * sizeof(float));
+    for (int64_t k = 0; k < n; k++)
+      lanes[k] += (double)block[k];
+  }
+  double result = 0.0;
+  for (int k = 0; k < LANES; k++)
+    result += lanes[k];
+  return result;
+}
+
+static const row_kernels GENERIC_KERNELS = {sum_generic,
+                                            sum_squares_generic,
+                                            add_sum_squares_generic,
+                                            scale_generic,
+                                            normalize_generic,
+                                            max_scaled_generic,
+                                            exp_sum_generic,
+                                            NULL,
+                                            NULL,
+                                            NULL,
+                                            NULL};
+
+/* The vector kernels sum exponentials in f32 over blocks of this many
+ * elements (a few per lane) and add the blocks in double. */
+enum { EXP_SUM_BLOCK = 1024 };
+
+#if CPU_KERNELS_HAVE_AVX2
+
+/* ---- AVX2 ---- */
+
+TARGET_AVX2 static double sum_avx2(const float *x, int64_t count, const row_ahead *ahead) {
+  __m256d low = _mm256_setzero_pd(), high = low;
+  for (int64_t i = 0; i < count; i += 8) {
+    prefetch_ahead(ahead, i);
+    accumulate_pd_avx2(&low, &high, load_avx2(x + i, count - i));
+  }
+  return sum_lanes_pd_avx2(_mm256_add_pd(low, high));
+}
+
+TARGET_AVX2 static double sum_squares_avx2(const float *x, float centre, int64_t count,
+                                           const row_ahead *ahead) {
+  __m256d low = _mm256_setzero_pd(), high = low;
+  const __m256 c = _mm256_set1_ps(centre);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    prefetch_ahead(ahead, i);
+    __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), c);
+    __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(d));
+    __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1));
+    low = _mm256_fmadd_pd(d0, d0, low);
+    high = _mm256_fmadd_pd(d1, d1, high);
+  }
+  double result = sum_lanes_pd_avx2(_mm256_add_pd(low, high));
+  for (; i < count; i++) {
+    double d = (double)(x[i] - centre);
+    result += d * d;
+  }
+  return result;
+}
+
+TARGET_AVX2 static double add_sum_squares_avx2(float *h, const float *x, const float *r,
+                                               int64_t count, const row_ahead *ahead) {
+  __m256d low = _mm256_setzero_pd(), high = low;
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    prefetch_ahead(ahead, i);
+    __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(r + i));
+    _mm256_storeu_ps(h + i, v);
+    __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    low = _mm256_fmadd_pd(d0, d0, low);
+    high = _mm256_fmadd_pd(d1, d1, high);
+  }
+  double result = sum_lanes_pd_avx2(_mm256_add_pd(low, high));
+  for (; i < count; i++) {
+    h[i] = x[i] + r[i];
+    result += (double)h[i] * (double)h[i];
+  }
+  return result;
+}
+
+typedef struct scale_context {
+  const float *x, *weight, *bias;
+  float factor, mean;
+} scale_context;
+
+TARGET_AVX2 static ALWAYS_INLINE __m256 scale_block_avx2(void *context, int64_t i, int64_t count) {
+  const scale_context *c = context;
+  return _mm256_mul_ps(load_avx2(c->x + i, count), _mm256_set1_ps(c->factor));
+}
+
+TARGET_AVX2 static ALWAYS_INLINE __m256 scale_weight_block_avx2(void *context, int64_t i,
+                                                                int64_t count) {
+  const scale_context *c = context;
+  return _mm256_mul_ps(_mm256_mul_ps(load_avx2(c->x + i, count), _mm256_set1_ps(c->factor)),
+                       load_avx2(c->weight + i, count));
+}
+
+TARGET_AVX2 static void scale_avx2(float *y, const float *x, float factor, const float *weight,
+                                   int64_t count, int stream) {
+  scale_context c = {x, weight, NULL, factor, 0.0f};
+  if (weight)
+    map_avx2(y, count, stream, scale_weight_block_avx2, &c);
+  else
+    map_avx2(y, count, stream, scale_block_avx2, &c);
+}
+
+TARGET_AVX2 static ALWAYS_INLINE __m256 normalize_block_avx2(void *context, int64_t i,
+                                                             int64_t count) {
+  const scale_context *c = context;
+  __m256 v = _mm256_mul_ps(_mm256_sub_ps(load_avx2(c->x + i, count), _mm256_set1_ps(c->mean)),
+                           _mm256_set1_ps(c->factor));
+  if (c->weight)
+    v = _mm256_mul_ps(v, load_avx2(c->weight + i, count));
+  if (c->bias)
+    v = _mm256_add_ps(v, load_avx2(c->bias + i, count));
+  return v;
+}
+
+TARGET_AVX2 static void normalize_avx2(float *y, const float *x, float mean, float factor,
+                                       const float *weight, const float *bias, int64_t count,
+                                       int stream) {
+  scale_context c = {x, weight, bias, factor, mean};
+  map_avx2(y, count, stream, normalize_block_avx2, &c);
+}
+
+TARGET_AVX2 static float max_scaled_avx2(const float *x, float scale, int64_t count,
+                                         const row_ahead *ahead) {
+  const __m256 sign = _mm256_set1_ps(scale < 0.0f ? -1.0f : 1.0f);
+  __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    prefetch_ahead(ahead, i);
+    prefetch_ahead(ahead, i + 8);
+    m0 = _mm256_max_ps(m0, _mm256_mul_ps(_mm256_loadu_ps(x + i), sign));
+    m1 = _mm256_max_ps(m1, _mm256_mul_ps(_mm256_loadu_ps(x + i + 8), sign));
+  }
+  float s = scale < 0.0f ? -1.0f : 1.0f;
+  float result = max_lanes_avx2(_mm256_max_ps(m0, m1));
+  for (; i < count; i++)
+    result = s * x[i] > result ? s * x[i] : result;
+  return result * s * scale;
+}
+
+TARGET_AVX2 static double exp_sum_avx2(float *e, const float *x, float scale, float shift,
+                                       int64_t count) {
+  const __m256 s = _mm256_set1_ps(scale), t = _mm256_set1_ps(shift);
+  double total = 0.0;
+  for (int64_t b = 0; b < count; b += EXP_SUM_BLOCK) {
+    int64_t end = count - b < EXP_SUM_BLOCK ? count : b + EXP_SUM_BLOCK;
+    __m256 sum0 = _mm256_setzero_ps(), sum1 = sum0;
+    int64_t i = b;
+    for (; i + 16 <= end; i += 16) {
+      __m256 v0 = exp_avx2(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), s, t));
+      __m256 v1 = exp_avx2(_mm256_fmsub_ps(_mm256_loadu_ps(x + i + 8), s, t));
+      if (e) {
+        _mm256_storeu_ps(e + i, v0);
+        _mm256_storeu_ps(e + i + 8, v1);
+      }
+      sum0 = _mm256_add_ps(sum0, v0);
+      sum1 = _mm256_add_ps(sum1, v1);
+    }
+    for (; i < end; i += 8) {
+      __m256i lanes = lanes_avx2(end - i);
+      __m256 v = exp_avx2(_mm256_fmsub_ps(load_avx2(x + i, end - i), s, t));
+      v = _mm256_and_ps(v, _mm256_castsi256_ps(lanes)); /* lanes past the end add nothing */
+      if (e)
+        _mm256_maskstore_ps(e + i, lanes, v);
+      sum0 = _mm256_add_ps(sum0, v);
+    }
+    __m256d low = _mm256_setzero_pd(), high = low;
+    accumulate_pd_avx2(&low, &high, _mm256_add_ps(sum0, sum1));
+    total += sum_lanes_pd_avx2(_mm256_add_pd(low, high));
+  }
+  return total;
+}
+
+static const row_kernels AVX2_KERNELS = {sum_avx2,
+                                         sum_squares_avx2,
+                                         add_sum_squares_avx2,
+                                         scale_avx2,
+                                         normalize_avx2,
+                                         max_scaled_avx2,
+                                         exp_sum_avx2,
+                                         NULL,
+                                         NULL,
+                                         NULL,
+                                         NULL};
+
+/* ---- AVX-512 ---- */
+
+TARGET_AVX512 static double sum_avx512(const float *x, int64_t count, const row_ahead *ahead) {
+  __m512d low = _mm512_setzero_pd(), high = low;
+  for (int64_t i = 0; i < count; i += 16) {
+    prefetch_ahead(ahead, i);
+    accumulate_pd_avx512(&low, &high, _mm512_maskz_loadu_ps(lanes_avx512(count - i), x + i));
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+}
+
+TARGET_AVX512 static double sum_squares_avx512(const float *x, float centre, int64_t count,
+                                               const row_ahead *ahead) {
+  __m512d low = _mm512_setzero_pd(), high = low;
+  const __m512 c = _mm512_set1_ps(centre);
+  for (int64_t i = 0; i < count; i += 16) {
+    prefetch_ahead(ahead, i);
+    __mmask16 m = lanes_avx512(count - i);
+    __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + i), c);
+    __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(d));
+    __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), 1)));
+    low = _mm512_fmadd_pd(d0, d0, low);
+    high = _mm512_fmadd_pd(d1, d1, high);
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+}
+
+TARGET_AVX512 static double add_sum_squares_avx512(float *h, const float *x, const float *r,
+                                                   int64_t count, const row_ahead *ahead) {
+  __m512d low = _mm512_setzero_pd(), high = low;
+  for (int64_t i = 0; i < count; i += 16) {
+    prefetch_ahead(ahead, i);
+    __mmask16 m = lanes_avx512(count - i);
+    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, r + i));
+    _mm512_mask_storeu_ps(h + i, m, v);
+    __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    low = _mm512_fmadd_pd(d0, d0, low);
+    high = _mm512_fmadd_pd(d1, d1, high);
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+}
+
+TARGET_AVX512 static ALWAYS_INLINE __m512 scale_block_avx512(void *context, int64_t i,
+                                                             __mmask16 m) {
+  const scale_context *c = context;
+  return _mm512_mul_ps(_mm512_maskz_loadu_ps(m, c->x + i), _mm512_set1_ps(c->factor));
+}
+
+TARGET_AVX512 static ALWAYS_INLINE __m512 scale_weight_block_avx512(void *context, int64_t i,
+                                                                    __mmask16 m) {
+  const scale_context *c = context;
+  return _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, c->x + i), _mm512_set1_ps(c->factor)),
+                       _mm512_maskz_loadu_ps(m, c->weight + i));
+}
+
+TARGET_AVX512 static void scale_avx512(float *y, const float *x, float factor, const float *weight,
+                                       int64_t count, int stream) {
+  scale_context c = {x, weight, NULL, factor, 0.0f};
+  if (weight)
+    map_avx512(y, count, stream, scale_weight_block_avx512, &c);
+  else
+    map_avx512(y, count, stream, scale_block_avx512, &c);
+}
+
+TARGET_AVX512 static ALWAYS_INLINE __m512 normalize_block_avx512(void *context, int64_t i,
+                                                                 __mmask16 m) {
+  const scale_context *c = context;
+  __m512 v =
+      _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, c->x + i), _mm512_set1_ps(c->mean)),
+                    _mm512_set1_ps(c->factor));
+  if (c->weight)
+    v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, c->weight + i));
+  if (c->bias)
+    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c->bias + i));
+  return v;
+}
+
+TARGET_AVX512 static void normalize_avx512(float *y, const float *x, float mean, float factor,
+                                           const float *weight, const float *bias, int64_t count,
+                                           int stream) {
+  scale_context c = {x, weight, bias, factor, mean};
+  map_avx512(y, count, stream, normalize_block_avx512, &c);
+}
+
+TARGET_AVX512 static float max_scaled_avx512(const float *x, float scale, int64_t count,
+                                             const row_ahead *ahead) {
+  float s = scale < 0.0f ? -1.0f : 1.0f;
+  const __m512 sign = _mm512_set1_ps(s);
+  __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
+  int64_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    prefetch_ahead(ahead, i);
+    prefetch_ahead(ahead, i + 16);
+    m0 = _mm512_max_ps(m0, _mm512_mul_ps(_mm512_loadu_ps(x + i), sign));
+    m1 = _mm512_max_ps(m1, _mm512_mul_ps(_mm512_loadu_ps(x + i + 16), sign));
+  }
+  for (; i < count; i += 16) {
+    prefetch_ahead(ahead, i);
+    __mmask16 m = lanes_avx512(count - i);
+    m0 = _mm512_mask_max_ps(m0, m, m0, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sign));
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1)) * s * scale;
+}
+
+TARGET_AVX512 static double exp_sum_avx512(float *e, const float *x, float scale, float shift,
+                                           int64_t count) {
+  const __m512 s = _mm512_set1_ps(scale), t = _mm512_set1_ps(shift);
+  double total = 0.0;
+  for (int64_t b = 0; b < count; b += EXP_SUM_BLOCK) {
+    int64_t end = count - b < EXP_SUM_BLOCK ? count : b + EXP_SUM_BLOCK;
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = sum0;
+    int64_t i = b;
+    for (; i + 32 <= end; i += 32) {
+      __m512 v0 = exp_avx512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), s, t));
+      __m512 v1 = exp_avx512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i + 16), s, t));
+      if (e) {
+        _mm512_storeu_ps(e + i, v0);
+        _mm512_storeu_ps(e + i + 16, v1);
+      }
+      sum0 = _mm512_add_ps(sum0, v0);
+      sum1 = _mm512_add_ps(sum1, v1);
+    }
+    for (; i < end; i += 16) {
+      __mmask16 m = lanes_avx512(end - i);
+      __m512 v = _mm512_maskz_mov_ps(
+          m, exp_avx512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + i), s, t)));
+      if (e)
+        _mm512_mask_storeu_ps(e + i, m, v);
+      sum0 = _mm512_add_ps(sum0, v);
+    }
+    __m512d low = _mm512_setzero_pd(), high = low;
+    accumulate_pd_avx512(&low, &high, _mm512_add_ps(sum0, sum1));
+    total += _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+  }
+  return total;
+}
+
+/* ---- AVX-512: fused steps (the last pass of a row with the first of the next) ---- */
+
+typedef struct rms_step_context {
+  const float *h, *weight, *next_x, *next_r;
+  float *next_h, *next_residual_out;
+  float factor;
+  int stream;
+  const row_ahead *ahead;
+  __m512d low, high;
+} rms_step_context;
+
+TARGET_AVX512 static ALWAYS_INLINE __m512 rms_step_block_avx512(void *context, int64_t i,
+                                                                __mmask16 m) {
+  rms_step_context *c = context;
+  prefetch_ahead(c->ahead, i);
+  __m512 next = _mm512_maskz_loadu_ps(m, c->next_x + i);
+  if (c->next_r) {
+    next = _mm512_add_ps(next, _mm512_maskz_loadu_ps(m, c->next_r + i));
+    _mm512_mask_storeu_ps(c->next_h + i, m, next);
+    if (c->next_residual_out)
+      store16_avx512(c->next_residual_out + i, next, m, c->stream);
+  }
+  __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(next));
+  __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(next), 1)));
+  c->low = _mm512_fmadd_pd(d0, d0, c->low);
+  c->high = _mm512_fmadd_pd(d1, d1, c->high);
+  __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, c->h + i), _mm512_set1_ps(c->factor));
+  return c->weight ? _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, c->weight + i)) : v;
+}
+
+TARGET_AVX512 static double rms_step_avx512(float *y, const float *h, float factor,
+                                            const float *weight, int64_t count, int stream,
+                                            const float *next_x, const float *next_r, float *next_h,
+                                            float *next_residual_out, const row_ahead *ahead) {
+  rms_step_context c = {h,
+                        weight,
+                        next_x,
+                        next_r,
+                        next_h,
+                        next_residual_out,
+                        factor,
+                        stream,
+                        ahead,
+                        _mm512_setzero_pd(),
+                        _mm512_setzero_pd()};
+  map_avx512(y, count, stream, rms_step_block_avx512, &c);
+  return _mm512_reduce_add_pd(_mm512_add_pd(c.low, c.high));
+}
+
+typedef struct ln_step_context {
+  const float *x, *weight, *bias, *next;
+  float mean, factor;
+  const row_ahead *ahead;
+  __m512d low, high;
+} ln_step_context;
+
+TARGET_AVX512 static ALWAYS_INLINE __m512 ln_step_block_avx512(void *context, int64_t i,
+                                                               __mmask16 m) {
+  ln_step_context *c = context;
+  prefetch_ahead(c->ahead, i);
+  accumulate_pd_avx512(&c->low, &c->high, _mm512_maskz_loadu_ps(m, c->next + i));
+  __m512 v =
+      _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, c->x + i), _mm512_set1_ps(c->mean)),
+                    _mm512_set1_ps(c->factor));
+  if (c->weight)
+    v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, c->weight + i));
+  if (c->bias)
+    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c->bias + i));
+  return v;
+}
+
+TARGET_AVX512 static double ln_step_avx512(float *y, const float *x, float mean, float factor,
+                                           const float *weight, const float *bias, int64_t count,
+                                           int stream, const float *next, const row_ahead *ahead) {
+  ln_step_context c = {
+      x, weight, bias, next, mean, factor, ahead, _mm512_setzero_pd(), _mm512_setzero_pd()};
+  map_avx512(y, count, stream, ln_step_block_avx512, &c);
+  return _mm512_reduce_add_pd(_mm512_add_pd(c.low, c.high));
+}
+
+typedef struct sm_step_context {
+  const float *e, *next;
+  float factor;
+  const row_ahead *ahead;
+  __m512 max;
+} sm_step_context;
+
+TARGET_AVX512 static ALWAYS_INLINE __m512 sm_step_block_avx512(void *context, int64_t i,
+                                                               __mmask16 m) {
+  sm_step_context *c = context;
+  prefetch_ahead(c->ahead, i);
+  c->max = _mm512_mask_max_ps(c->max, m, c->max, _mm512_maskz_loadu_ps(m, c->next + i));
+  return _mm512_mul_ps(_mm512_maskz_loadu_ps(m, c->e + i), _mm512_set1_ps(c->factor));
+}
+
+TARGET_AVX512 static float sm_step_avx512(float *y, const float *e, float factor, int64_t count,
+                                          int stream, const float *next, const row_ahead *ahead) {
+  sm_step_context c = {e, next, factor, ahead, _mm512_set1_ps(-INFINITY)};
+  map_avx512(y, count, stream, sm_step_block_avx512, &c);
+  return _mm512_reduce_max_ps(c.max);
+}
+
+TARGET_AVX512 static double xe_step_avx512(const float *x, float shift, int64_t count,
+                                           const float *next, float *next_max,
+                                           const row_ahead *ahead) {
+  const __m512 t = _mm512_set1_ps(shift);
+  __m512 max = _mm512_set1_ps(-INFINITY);
+  double total = 0.0;
+  for (int64_t b = 0; b < count; b += EXP_SUM_BLOCK) {
+    int64_t end = count - b < EXP_SUM_BLOCK ? count : b + EXP_SUM_BLOCK;
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = b; i < end; i += 16) {
+      prefetch_ahead(ahead, i);
+      __mmask16 m = lanes_avx512(end - i);
+      max = _mm512_mask_max_ps(max, m, max, _mm512_maskz_loadu_ps(m, next + i));
+      __m512 v = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), t));
+      sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, v));
+    }
+    __m512d low = _mm512_setzero_pd(), high = low;
+    accumulate_pd_avx512(&low, &high, sum);
+    total += _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+  }
+  *next_max = _mm512_reduce_max_ps(max);
+  return total;
+}
+
+static const row_kernels AVX512_KERNELS = {
+    sum_avx512,       sum_squares_avx512, add_sum_squares_avx512, scale_avx512,
+    normalize_avx512, max_scaled_avx512,  exp_sum_avx512,         rms_step_avx512,
+    ln_step_avx512,   sm_step_avx512,     xe_step_avx512};
+
+#endif /* CPU_KERNELS_HAVE_AVX2 */
+
+static const row_kernels *select_kernels(kernel_level level) {
+#if CPU_KERNELS_HAVE_AVX2
+  if (level == KERNEL_AVX512)
+    return &AVX512_KERNELS;
+  if (level == KERNEL_AVX2)
+    return &AVX2_KERNELS;
+#endif
+  (void)level;
+  return &GENERIC_KERNELS;
+}
+
+/* ---- rows ---- */
 
 static int has_nan(const float *x, int64_t count) {
   int found = 0;
@@ -67,52 +647,93 @@ static int has_nan(const float *x, int64_t count) {
   return found;
 }
 
-static double sum_f64(const float *x, int64_t count) {
-  double lanes[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8)
-    for (int k = 0; k < 8; k++)
-      lanes[k] += (double)x[i + k];
-  double result = 0.0;
-  for (; i < count; i++)
-    result += (double)x[i];
-  for (int k = 0; k < 8; k++)
-    result += lanes[k];
-  return result;
-}
-
-/* Sum of (x[i] - centre)^2. */
-static double sum_squares_f64(const float *x, int64_t count, double centre) {
-  double lanes[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8)
-    for (int k = 0; k < 8; k++) {
-      double d = (double)x[i + k] - centre;
-      lanes[k] += d * d;
-    }
-  double result = 0.0;
-  for (; i < count; i++) {
-    double d = (double)x[i] - centre;
-    result += d * d;
-  }
-  for (int k = 0; k < 8; k++)
-    result += lanes[k];
-  return result;
-}
-
 static void set_error(const cpu_exec *exec, const char *message, size_t bytes) {
   if (exec->error && exec->error_capacity > 0)
     snprintf(exec->error, exec->error_capacity, "%s (%zu bytes)", message, bytes);
 }
 
-/* Per-call scratch: `per_worker` floats for each pool thread plus `shared`
- * floats (weights and biases converted once). NULL when out of memory. */
-static float *scratch_alloc(const cpu_exec *exec, int64_t per_worker, int64_t shared,
-                            size_t *bytes) {
+/* What every row job shares: the kernels, the row length, and per-worker
+ * scratch of `worker_floats` floats. */
+typedef struct row_job {
+  kernel_level level;
+  const row_kernels *kernels;
+  int64_t width;
+  size_t worker_floats;
+  float *scratch;
+} row_job;
+
+static int64_t last_stride(const tsr_plugin_tensor *t) {
+  return t->strides[t->rank - 1];
+}
+
+/* A tensor whose rows can be used in place as f32 arrays. */
+static int rows_are_f32(const tsr_plugin_tensor *t) {
+  return t->dtype == TSR_DTYPE_F32 && last_stride(t) == 1;
+}
+
+/* Row `row` of t as contiguous f32: where it lies, or converted into scratch
+ * (prefetching as `ahead` says: f32 rows prefetch in the row's first pass). */
+static const float *read_row(const row_job *job, const tsr_plugin_tensor *t, int64_t row,
+                             float *scratch, const row_ahead *ahead) {
+  int64_t offset = tsr_plugin_row_offset(t, row);
+  if (rows_are_f32(t))
+    return (const float *)cpu_tensor_base(t) + offset;
+  load_row(job->level, scratch, cpu_tensor_base(t), t->dtype, offset, last_stride(t), job->width,
+           ahead);
+  return scratch;
+}
+
+/* The prefetches of a first pass over a row that `read_row` gave: none when
+ * read_row already converted (and prefetched) it. */
+static const row_ahead *first_pass_ahead(const tsr_plugin_tensor *t, const row_ahead *ahead) {
+  return rows_are_f32(t) ? ahead : NULL;
+}
+
+/* Where a row of output t is computed: in place when rows are f32, else in
+ * scratch, which finish_row then converts into the tensor. */
+static float *output_row(const tsr_plugin_tensor *t, int64_t row, float *scratch) {
+  if (rows_are_f32(t))
+    return (float *)cpu_tensor_base(t) + tsr_plugin_row_offset(t, row);
+  return scratch;
+}
+
+static void finish_row(const row_job *job, const tsr_plugin_tensor *t, int64_t row,
+                       const float *values, int stream) {
+  if (rows_are_f32(t))
+    return;
+  store_row(job->level, cpu_tensor_base(t), t->dtype, tsr_plugin_row_offset(t, row), last_stride(t),
+            values, job->width, stream);
+}
+
+/* Allocates `per_worker` floats for each pool thread plus `shared` floats
+ * (weights and biases converted once) and fills in the job; 0 when out of
+ * memory (with the error set). */
+static int row_job_init(row_job *job, const cpu_exec *exec, int64_t width, int64_t per_worker,
+                        int64_t shared, const char *what) {
   int threads = cpu_pool_threads(exec->pool);
-  *bytes = ((size_t)per_worker * (size_t)(threads > 0 ? threads : 1) + (size_t)shared + 1) *
-           sizeof(float);
-  return malloc(*bytes);
+  job->level = cpu_kernel_level();
+  job->kernels = select_kernels(job->level);
+  job->width = width;
+  /* Whole cache lines per worker: no false sharing between workers. */
+  job->worker_floats = ((size_t)per_worker + 15u) & ~(size_t)15u;
+  size_t bytes = (job->worker_floats * (size_t)(threads > 0 ? threads : 1) + (size_t)shared + 16u) *
+                 sizeof(float);
+  job->scratch = aligned_alloc(64, (bytes + 63u) & ~(size_t)63u);
+  if (!job->scratch) {
+    set_error(exec, what, bytes);
+    return 0;
+  }
+  return 1;
+}
+
+static float *worker_scratch(const row_job *job, int worker) {
+  return job->scratch + (size_t)worker * job->worker_floats;
+}
+
+/* After the per-worker areas. */
+static float *shared_scratch(const row_job *job, const cpu_exec *exec) {
+  int threads = cpu_pool_threads(exec->pool);
+  return job->scratch + job->worker_floats * (size_t)(threads > 0 ? threads : 1);
 }
 
 static int64_t row_grain(int64_t row_length) {
@@ -120,58 +741,126 @@ static int64_t row_grain(int64_t row_length) {
   return grain > 0 ? grain : 1;
 }
 
-/* Optional per-channel vector (weight or bias) as f32, or NULL when absent. */
-static const float *load_vector(const tsr_plugin_tensor *t, float *dst) {
+/* Optional per-channel vector (weight or bias) as f32: where it lies when it
+ * is f32 of unit stride, else converted into dst; NULL when absent. */
+static const float *load_vector(kernel_level level, const tsr_plugin_tensor *t, float *dst) {
   if (!t->buffer)
     return NULL;
-  load_span(dst, cpu_tensor_base(t), t->dtype, 0, t->strides[t->rank - 1], t->shape[t->rank - 1]);
+  if (rows_are_f32(t))
+    return (const float *)cpu_tensor_base(t);
+  load_row(level, dst, cpu_tensor_base(t), t->dtype, 0, last_stride(t), t->shape[t->rank - 1],
+           NULL);
   return dst;
 }
 
-static int64_t last_stride(const tsr_plugin_tensor *t) {
-  return t->strides[t->rank - 1];
+/* Row `row` of an f32 tensor with unit-stride rows, where it lies. */
+static float *f32_row(const tsr_plugin_tensor *t, int64_t row) {
+  return (float *)cpu_tensor_base(t) + tsr_plugin_row_offset(t, row);
+}
+
+/* Whether every given tensor (absent ones aside) has f32 unit-stride rows. */
+static int all_rows_f32(const tsr_plugin_tensor *const *tensors, int count) {
+  for (int i = 0; i < count; i++)
+    if (tensors[i]->buffer && !rows_are_f32(tensors[i]))
+      return 0;
+  return 1;
+}
+
+static float inverse_root(double sum_squares, int64_t width, float eps) {
+  return (float)(1.0 / sqrt(sum_squares / (double)width + (double)eps));
 }
 
 /* ---- RMSNorm ---- */
 
 typedef struct rmsnorm_job {
+  row_job rows;
   const tsr_rmsnorm_args *args;
-  int64_t width;
   const float *weight;
-  float *scratch; /* per worker: 2 * width */
+  int stream;
+  int direct; /* f32 unit-stride rows throughout and a fused step: pipelined rows */
 } rmsnorm_job;
+
+/* Rows of f32 in place, the output pass of each row fused with the first
+ * pass of the next (h of rows with a residual alternates between two
+ * scratch rows). */
+static void rmsnorm_direct(const rmsnorm_job *job, int64_t begin, int64_t end, int worker) {
+  const tsr_rmsnorm_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t width = job->rows.width;
+  const tsr_plugin_tensor *residual = args->residual.buffer ? &args->residual : NULL;
+  const int residual_out = args->residual_out.buffer != NULL;
+  float *h_rows[2] = {worker_scratch(&job->rows, worker),
+                      worker_scratch(&job->rows, worker) + width};
+  row_ahead plan;
+  const float *h = f32_row(&args->x, begin);
+  double sum_squares;
+  if (residual) {
+    sum_squares = k->add_sum_squares(h_rows[0], h, f32_row(residual, begin), width,
+                                     plan_ahead(&plan, &args->x, residual, begin, end));
+    h = h_rows[0];
+    if (residual_out)
+      store_row(job->rows.level, cpu_tensor_base(&args->residual_out), TSR_DTYPE_F32,
+                tsr_plugin_row_offset(&args->residual_out, begin), 1, h, width, job->stream);
+  } else {
+    sum_squares = k->sum_squares(h, 0.0f, width, plan_ahead(&plan, &args->x, NULL, begin, end));
+  }
+  for (int64_t row = begin; row < end; row++) {
+    float factor = inverse_root(sum_squares, width, args->eps);
+    float *y = f32_row(&args->y, row);
+    if (row + 1 == end) {
+      k->scale(y, h, factor, job->weight, width, job->stream);
+      break;
+    }
+    const float *next_x = f32_row(&args->x, row + 1);
+    float *next_h = residual ? h_rows[(row + 1 - begin) & 1] : NULL;
+    sum_squares = k->rms_step(y, h, factor, job->weight, width, job->stream, next_x,
+                              residual ? f32_row(residual, row + 1) : NULL, next_h,
+                              residual_out ? f32_row(&args->residual_out, row + 1) : NULL,
+                              plan_ahead(&plan, &args->x, residual, row + 1, end));
+    h = residual ? next_h : next_x;
+  }
+  if (job->stream)
+    stream_fence(job->rows.level);
+}
 
 static void rmsnorm_range(void *context, int64_t begin, int64_t end, int worker) {
   const rmsnorm_job *job = context;
-  const tsr_rmsnorm_args *args = job->args;
-  const int64_t width = job->width;
-  float *h = job->scratch + (size_t)worker * (size_t)(2 * width);
-  float *other = h + width;
-  for (int64_t row = begin; row < end; row++) {
-    load_span(h, cpu_tensor_base(&args->x), args->x.dtype, tsr_plugin_row_offset(&args->x, row),
-              last_stride(&args->x), width);
-    if (args->residual.buffer) {
-      load_span(other, cpu_tensor_base(&args->residual), args->residual.dtype,
-                tsr_plugin_row_offset(&args->residual, row), last_stride(&args->residual), width);
-      for (int64_t i = 0; i < width; i++)
-        h[i] += other[i];
-    }
-    double sum_squares = sum_squares_f64(h, width, 0.0);
-    float inverse_rms = (float)(1.0 / sqrt(sum_squares / (double)width + (double)args->eps));
-    if (args->residual_out.buffer)
-      store_span(cpu_tensor_base(&args->residual_out), args->residual_out.dtype,
-                 tsr_plugin_row_offset(&args->residual_out, row), last_stride(&args->residual_out),
-                 h, width);
-    if (job->weight) {
-      for (int64_t i = 0; i < width; i++)
-        other[i] = h[i] * inverse_rms * job->weight[i];
-    } else {
-      for (int64_t i = 0; i < width; i++)
-        other[i] = h[i] * inverse_rms;
-    }
-    store_span(cpu_tensor_base(&args->y), args->y.dtype, tsr_plugin_row_offset(&args->y, row),
-               last_stride(&args->y), other, width);
+  if (job->direct) {
+    rmsnorm_direct(job, begin, end, worker);
+    return;
   }
+  const tsr_rmsnorm_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t width = job->rows.width;
+  /* x (converted), then r (converted) or y's f32 values, then h = x + r. */
+  float *first = worker_scratch(&job->rows, worker);
+  float *second = first + width, *third = second + width;
+  for (int64_t row = begin; row < end; row++) {
+    row_ahead plan;
+    const row_ahead *ahead = plan_ahead(&plan, &args->x, &args->residual, row, end);
+    const float *x = read_row(&job->rows, &args->x, row, first, ahead);
+    const float *h = x;
+    double sum_squares;
+    float *y_values = second;
+    if (args->residual.buffer) {
+      const float *r = read_row(&job->rows, &args->residual, row, second, NULL);
+      sum_squares = k->add_sum_squares(third, x, r, width, first_pass_ahead(&args->x, ahead));
+      h = third;
+      y_values = first; /* x is no longer needed */
+      if (args->residual_out.buffer)
+        store_row(job->rows.level, cpu_tensor_base(&args->residual_out), args->residual_out.dtype,
+                  tsr_plugin_row_offset(&args->residual_out, row), last_stride(&args->residual_out),
+                  h, width, job->stream);
+    } else {
+      sum_squares = k->sum_squares(x, 0.0f, width, first_pass_ahead(&args->x, ahead));
+    }
+    float inverse_rms = (float)(1.0 / sqrt(sum_squares / (double)width + (double)args->eps));
+    float *y = output_row(&args->y, row, y_values);
+    k->scale(y, h, inverse_rms, job->weight, width, job->stream);
+    finish_row(&job->rows, &args->y, row, y, job->stream);
+  }
+  if (job->stream)
+    stream_fence(job->rows.level);
 }
 
 tsr_status cpu_rmsnorm_run(const cpu_exec *exec, const tsr_rmsnorm_args *args) {
@@ -179,53 +868,80 @@ tsr_status cpu_rmsnorm_run(const cpu_exec *exec, const tsr_rmsnorm_args *args) {
   int64_t rows = tsr_plugin_row_count(&args->x);
   if (rows == 0 || width == 0)
     return TSR_OK;
-  size_t bytes;
-  float *scratch = scratch_alloc(exec, 2 * width, width, &bytes);
-  if (!scratch) {
-    set_error(exec, "cannot allocate rmsnorm scratch", bytes);
+  rmsnorm_job job = {.args = args};
+  if (!row_job_init(&job.rows, exec, width, 3 * width, width, "cannot allocate rmsnorm scratch"))
     return TSR_ERROR_OUT_OF_MEMORY;
-  }
-  int threads = cpu_pool_threads(exec->pool);
-  float *weight = scratch + (size_t)(2 * width) * (size_t)(threads > 0 ? threads : 1);
-  rmsnorm_job job = {args, width, load_vector(&args->weight, weight), scratch};
+  job.weight = load_vector(job.rows.level, &args->weight, shared_scratch(&job.rows, exec));
+  job.stream = should_stream(rows * width, args->y.dtype);
+  const tsr_plugin_tensor *tensors[4] = {&args->x, &args->residual, &args->y, &args->residual_out};
+  job.direct = job.rows.kernels->rms_step && all_rows_f32(tensors, 4);
   cpu_pool_parallel_for(exec->pool, rows, row_grain(width), rmsnorm_range, &job);
-  free(scratch);
+  free(job.rows.scratch);
   return TSR_OK;
 }
 
 /* ---- LayerNorm ---- */
 
 typedef struct layernorm_job {
+  row_job rows;
   const tsr_layernorm_args *args;
-  int64_t width;
   const float *weight, *bias;
-  float *scratch; /* per worker: width */
+  int stream;
+  int direct;
 } layernorm_job;
+
+static void layernorm_direct(const layernorm_job *job, int64_t begin, int64_t end) {
+  const tsr_layernorm_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t width = job->rows.width;
+  row_ahead plan;
+  const float *x = f32_row(&args->x, begin);
+  double mean = k->sum(x, width, plan_ahead(&plan, &args->x, NULL, begin, end)) / (double)width;
+  for (int64_t row = begin; row < end; row++) {
+    /* The second pass, over the row in cache: the variance of the centred
+     * values does not cancel. */
+    double sum_squares = k->sum_squares(x, (float)mean, width, NULL);
+    float factor = inverse_root(sum_squares, width, args->eps);
+    float *y = f32_row(&args->y, row);
+    if (row + 1 == end) {
+      k->normalize(y, x, (float)mean, factor, job->weight, job->bias, width, job->stream);
+      break;
+    }
+    const float *next = f32_row(&args->x, row + 1);
+    mean = k->ln_step(y, x, (float)mean, factor, job->weight, job->bias, width, job->stream, next,
+                      plan_ahead(&plan, &args->x, NULL, row + 1, end)) /
+           (double)width;
+    x = next;
+  }
+  if (job->stream)
+    stream_fence(job->rows.level);
+}
 
 static void layernorm_range(void *context, int64_t begin, int64_t end, int worker) {
   const layernorm_job *job = context;
-  const tsr_layernorm_args *args = job->args;
-  const int64_t width = job->width;
-  float *x = job->scratch + (size_t)worker * (size_t)width;
-  for (int64_t row = begin; row < end; row++) {
-    load_span(x, cpu_tensor_base(&args->x), args->x.dtype, tsr_plugin_row_offset(&args->x, row),
-              last_stride(&args->x), width);
-    /* Two passes: the variance of the centred values does not cancel. */
-    double mean = sum_f64(x, width) / (double)width;
-    double sum_squares = sum_squares_f64(x, width, mean);
-    float inverse_std = (float)(1.0 / sqrt(sum_squares / (double)width + (double)args->eps));
-    float mean_f = (float)mean;
-    for (int64_t i = 0; i < width; i++) {
-      float value = (x[i] - mean_f) * inverse_std;
-      if (job->weight)
-        value *= job->weight[i];
-      if (job->bias)
-        value += job->bias[i];
-      x[i] = value;
-    }
-    store_span(cpu_tensor_base(&args->y), args->y.dtype, tsr_plugin_row_offset(&args->y, row),
-               last_stride(&args->y), x, width);
+  if (job->direct) {
+    layernorm_direct(job, begin, end);
+    return;
   }
+  const tsr_layernorm_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t width = job->rows.width;
+  float *first = worker_scratch(&job->rows, worker), *second = first + width;
+  for (int64_t row = begin; row < end; row++) {
+    row_ahead plan;
+    const row_ahead *ahead = plan_ahead(&plan, &args->x, NULL, row, end);
+    const float *x = read_row(&job->rows, &args->x, row, first, ahead);
+    /* Two passes (the second over the row in cache): the variance of the
+     * centred values does not cancel. */
+    double mean = k->sum(x, width, first_pass_ahead(&args->x, ahead)) / (double)width;
+    double sum_squares = k->sum_squares(x, (float)mean, width, NULL);
+    float inverse_std = (float)(1.0 / sqrt(sum_squares / (double)width + (double)args->eps));
+    float *y = output_row(&args->y, row, second);
+    k->normalize(y, x, (float)mean, inverse_std, job->weight, job->bias, width, job->stream);
+    finish_row(&job->rows, &args->y, row, y, job->stream);
+  }
+  if (job->stream)
+    stream_fence(job->rows.level);
 }
 
 tsr_status cpu_layernorm_run(const cpu_exec *exec, const tsr_layernorm_args *args) {
@@ -233,54 +949,95 @@ tsr_status cpu_layernorm_run(const cpu_exec *exec, const tsr_layernorm_args *arg
   int64_t rows = tsr_plugin_row_count(&args->x);
   if (rows == 0 || width == 0)
     return TSR_OK;
-  size_t bytes;
-  float *scratch = scratch_alloc(exec, width, 2 * width, &bytes);
-  if (!scratch) {
-    set_error(exec, "cannot allocate layernorm scratch", bytes);
+  layernorm_job job = {.args = args};
+  if (!row_job_init(&job.rows, exec, width, 2 * width, 2 * width,
+                    "cannot allocate layernorm scratch"))
     return TSR_ERROR_OUT_OF_MEMORY;
-  }
-  int threads = cpu_pool_threads(exec->pool);
-  float *vectors = scratch + (size_t)width * (size_t)(threads > 0 ? threads : 1);
-  layernorm_job job = {args, width, load_vector(&args->weight, vectors),
-                       load_vector(&args->bias, vectors + width), scratch};
+  float *vectors = shared_scratch(&job.rows, exec);
+  job.weight = load_vector(job.rows.level, &args->weight, vectors);
+  job.bias = load_vector(job.rows.level, &args->bias, vectors + width);
+  job.stream = should_stream(rows * width, args->y.dtype);
+  const tsr_plugin_tensor *tensors[2] = {&args->x, &args->y};
+  job.direct = job.rows.kernels->ln_step && all_rows_f32(tensors, 2);
   cpu_pool_parallel_for(exec->pool, rows, row_grain(width), layernorm_range, &job);
-  free(scratch);
+  free(job.rows.scratch);
   return TSR_OK;
 }
 
 /* ---- softmax ---- */
 
 typedef struct softmax_job {
+  row_job rows;
   const tsr_softmax_args *args;
-  int64_t width;
-  float *scratch; /* per worker: width */
+  int stream;
+  int direct;
 } softmax_job;
+
+/* e = e^(x * scale - max) with the factor that normalises it: 1 / sum, or
+ * for a row of all -inf, e filled with 0 (NaN when the row has a NaN, which
+ * the max ignored) and factor 1. max is the row's max of x * scale. */
+static float softmax_exponentials(const row_kernels *k, float *e, const float *x, float scale,
+                                  float max, int64_t width) {
+  if (max == -INFINITY) {
+    float fill = has_nan(x, width) ? NAN : 0.0f;
+    for (int64_t i = 0; i < width; i++)
+      e[i] = fill;
+    return 1.0f;
+  }
+  /* NaN or +inf in the row make every output NaN through the sum. */
+  return (float)(1.0 / k->exp_sum(e, x, scale, max, width));
+}
+
+static void softmax_direct(const softmax_job *job, int64_t begin, int64_t end, int worker) {
+  const tsr_softmax_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t width = job->rows.width;
+  const float scale = args->scale; /* positive: max(x * scale) = max(x) * scale */
+  float *e = worker_scratch(&job->rows, worker);
+  row_ahead plan;
+  const float *x = f32_row(&args->x, begin);
+  float max = k->max_scaled(x, scale, width, plan_ahead(&plan, &args->x, NULL, begin, end));
+  float factor = softmax_exponentials(k, e, x, scale, max, width);
+  for (int64_t row = begin; row < end; row++) {
+    float *y = f32_row(&args->y, row);
+    if (row + 1 == end) {
+      k->scale(y, e, factor, NULL, width, job->stream);
+      break;
+    }
+    x = f32_row(&args->x, row + 1);
+    max = k->sm_step(y, e, factor, width, job->stream, x,
+                     plan_ahead(&plan, &args->x, NULL, row + 1, end)) *
+          scale;
+    factor = softmax_exponentials(k, e, x, scale, max, width);
+  }
+  if (job->stream)
+    stream_fence(job->rows.level);
+}
 
 static void softmax_range(void *context, int64_t begin, int64_t end, int worker) {
   const softmax_job *job = context;
-  const tsr_softmax_args *args = job->args;
-  const int64_t width = job->width;
-  const float scale = args->scale;
-  float *x = job->scratch + (size_t)worker * (size_t)width;
-  for (int64_t row = begin; row < end; row++) {
-    load_span(x, cpu_tensor_base(&args->x), args->x.dtype, tsr_plugin_row_offset(&args->x, row),
-              last_stride(&args->x), width);
-    for (int64_t i = 0; i < width; i++)
-      x[i] *= scale;
-    float max = max_f32(x, width);
-    if (max == -INFINITY) { /* every score -inf: zeros; a NaN (ignored by max) wins */
-      float fill = has_nan(x, width) ? NAN : 0.0f;
-      for (int64_t i = 0; i < width; i++)
-        x[i] = fill;
-    } else { /* NaN or +inf in the row make every output NaN through the sum */
-      exp_shifted(x, width, max);
-      float inverse = (float)(1.0 / sum_f64(x, width));
-      for (int64_t i = 0; i < width; i++)
-        x[i] *= inverse;
-    }
-    store_span(cpu_tensor_base(&args->y), args->y.dtype, tsr_plugin_row_offset(&args->y, row),
-               last_stride(&args->y), x, width);
+  if (job->direct) {
+    softmax_direct(job, begin, end, worker);
+    return;
   }
+  const tsr_softmax_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t width = job->rows.width;
+  const float scale = args->scale;
+  float *first = worker_scratch(&job->rows, worker), *second = first + width;
+  for (int64_t row = begin; row < end; row++) {
+    row_ahead plan;
+    const row_ahead *ahead = plan_ahead(&plan, &args->x, NULL, row, end);
+    const float *x = read_row(&job->rows, &args->x, row, first, ahead);
+    float max = k->max_scaled(x, scale, width, first_pass_ahead(&args->x, ahead));
+    float *y = output_row(&args->y, row, second);
+    /* The exponentials go to scratch so that y is written once. */
+    float factor = softmax_exponentials(k, second, x, scale, max, width);
+    k->scale(y, second, factor, NULL, width, job->stream);
+    finish_row(&job->rows, &args->y, row, y, job->stream);
+  }
+  if (job->stream)
+    stream_fence(job->rows.level);
 }
 
 tsr_status cpu_softmax_run(const cpu_exec *exec, const tsr_softmax_args *args) {
@@ -288,15 +1045,14 @@ tsr_status cpu_softmax_run(const cpu_exec *exec, const tsr_softmax_args *args) {
   int64_t rows = tsr_plugin_row_count(&args->x);
   if (rows == 0 || width == 0)
     return TSR_OK;
-  size_t bytes;
-  float *scratch = scratch_alloc(exec, width, 0, &bytes);
-  if (!scratch) {
-    set_error(exec, "cannot allocate softmax scratch", bytes);
+  softmax_job job = {.args = args};
+  if (!row_job_init(&job.rows, exec, width, 2 * width, 0, "cannot allocate softmax scratch"))
     return TSR_ERROR_OUT_OF_MEMORY;
-  }
-  softmax_job job = {args, width, scratch};
+  job.stream = should_stream(rows * width, args->y.dtype);
+  const tsr_plugin_tensor *tensors[2] = {&args->x, &args->y};
+  job.direct = job.rows.kernels->sm_step && all_rows_f32(tensors, 2);
   cpu_pool_parallel_for(exec->pool, rows, row_grain(width), softmax_range, &job);
-  free(scratch);
+  free(job.rows.scratch);
   return TSR_OK;
 }
 
@@ -309,53 +1065,87 @@ typedef struct bad_target {
 } bad_target;
 
 typedef struct cross_entropy_job {
+  row_job rows;
   const tsr_cross_entropy_args *args;
-  int64_t vocab;
-  float *scratch;  /* per worker: vocab */
   bad_target *bad; /* per worker */
+  int direct;
 } cross_entropy_job;
+
+/* Writes row `row`'s loss (and lse) from its log-sum-exp; records a target
+ * outside [0, vocab) that is not ignore_index. */
+static void cross_entropy_finish(const cross_entropy_job *job, bad_target *bad, int64_t row,
+                                 const float *x, double lse) {
+  const tsr_cross_entropy_args *args = job->args;
+  const int64_t vocab = job->rows.width;
+  int64_t target =
+      ((const int32_t *)cpu_tensor_base(&args->targets))[row * args->targets.strides[0]];
+  float value;
+  if (target == args->ignore_index) {
+    value = 0.0f;
+  } else if (target < 0 || target >= vocab) {
+    value = NAN;
+    if (bad->row < 0) {
+      bad->row = row;
+      bad->target = target;
+    }
+    bad->count++;
+  } else {
+    value = (float)(lse - (double)x[target]);
+  }
+  ((float *)cpu_tensor_base(&args->loss))[row * args->loss.strides[0]] = value;
+  if (args->lse.buffer)
+    ((float *)cpu_tensor_base(&args->lse))[row * args->lse.strides[0]] = (float)lse;
+}
+
+/* log sum e^x from the row's max and the sum of e^(x - max): all -inf gives
+ * -inf (log 0), a +inf logit +inf, and a NaN logit NaN. */
+static double log_sum_exp(float max, double sum, const float *x, int64_t vocab) {
+  if (isinf(max))
+    return has_nan(x, vocab) ? NAN : (double)max;
+  return (double)max + log(sum);
+}
+
+static void cross_entropy_direct(const cross_entropy_job *job, int64_t begin, int64_t end,
+                                 int worker) {
+  const tsr_cross_entropy_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t vocab = job->rows.width;
+  row_ahead plan;
+  const float *x = f32_row(&args->logits, begin);
+  float max = k->max_scaled(x, 1.0f, vocab, plan_ahead(&plan, &args->logits, NULL, begin, end));
+  for (int64_t row = begin; row < end; row++) {
+    double sum;
+    float next_max = 0.0f;
+    const float *next = row + 1 < end ? f32_row(&args->logits, row + 1) : NULL;
+    if (next)
+      sum = k->xe_step(x, max, vocab, next, &next_max,
+                       plan_ahead(&plan, &args->logits, NULL, row + 1, end));
+    else
+      sum = k->exp_sum(NULL, x, 1.0f, max, vocab);
+    cross_entropy_finish(job, &job->bad[worker], row, x, log_sum_exp(max, sum, x, vocab));
+    x = next;
+    max = next_max;
+  }
+}
 
 static void cross_entropy_range(void *context, int64_t begin, int64_t end, int worker) {
   const cross_entropy_job *job = context;
+  if (job->direct) {
+    cross_entropy_direct(job, begin, end, worker);
+    return;
+  }
   const tsr_cross_entropy_args *args = job->args;
-  const int64_t vocab = job->vocab;
-  float *x = job->scratch + (size_t)worker * (size_t)vocab;
-  bad_target *bad = &job->bad[worker];
-  const int32_t *targets = (const int32_t *)cpu_tensor_base(&args->targets);
-  float *loss = (float *)cpu_tensor_base(&args->loss);
-  float *lse_out = args->lse.buffer ? (float *)cpu_tensor_base(&args->lse) : NULL;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t vocab = job->rows.width;
+  float *scratch = worker_scratch(&job->rows, worker);
   for (int64_t row = begin; row < end; row++) {
-    load_span(x, cpu_tensor_base(&args->logits), args->logits.dtype,
-              tsr_plugin_row_offset(&args->logits, row), last_stride(&args->logits), vocab);
-    int64_t target = targets[row * args->targets.strides[0]];
-    int target_valid = target >= 0 && target < vocab;
-    /* Read before the row is overwritten by its exponentials. */
-    double target_logit = target_valid ? (double)x[target] : 0.0;
-    float max = max_f32(x, vocab);
-    double lse = max; /* all -inf: log 0; a +inf logit: an infinite sum */
-    if (isinf(max)) {
-      if (has_nan(x, vocab))
-        lse = NAN;
-    } else { /* a NaN logit makes the sum NaN */
-      exp_shifted(x, vocab, max);
-      lse = (double)max + log(sum_f64(x, vocab));
-    }
-    float value;
-    if (target == args->ignore_index) {
-      value = 0.0f;
-    } else if (!target_valid) {
-      value = NAN;
-      if (bad->row < 0) {
-        bad->row = row;
-        bad->target = target;
-      }
-      bad->count++;
-    } else {
-      value = (float)(lse - target_logit);
-    }
-    loss[row * args->loss.strides[0]] = value;
-    if (lse_out)
-      lse_out[row * args->lse.strides[0]] = (float)lse;
+    row_ahead plan;
+    const row_ahead *ahead = plan_ahead(&plan, &args->logits, NULL, row, end);
+    const float *x = read_row(&job->rows, &args->logits, row, scratch, ahead);
+    float max = k->max_scaled(x, 1.0f, vocab, first_pass_ahead(&args->logits, ahead));
+    /* exp(x - inf) is NaN; the sum is not used then */
+    double sum = isinf(max) ? 0.0 : k->exp_sum(NULL, x, 1.0f, max, vocab);
+    cross_entropy_finish(job, &job->bad[worker], row, x, log_sum_exp(max, sum, x, vocab));
   }
 }
 
@@ -367,30 +1157,31 @@ tsr_status cpu_cross_entropy_run(const cpu_exec *exec, const tsr_cross_entropy_a
   int threads = cpu_pool_threads(exec->pool);
   if (threads < 1)
     threads = 1;
-  size_t bytes;
-  float *scratch = scratch_alloc(exec, vocab, 0, &bytes);
-  bad_target *bad = calloc((size_t)threads, sizeof *bad);
-  if (!scratch || !bad) {
-    free(scratch);
-    free(bad);
-    set_error(exec, "cannot allocate cross-entropy scratch", bytes);
+  cross_entropy_job job = {.args = args};
+  if (!row_job_init(&job.rows, exec, vocab, vocab, 0, "cannot allocate cross-entropy scratch"))
+    return TSR_ERROR_OUT_OF_MEMORY;
+  job.bad = calloc((size_t)threads, sizeof *job.bad);
+  if (!job.bad) {
+    free(job.rows.scratch);
+    set_error(exec, "cannot allocate cross-entropy scratch", (size_t)threads * sizeof *job.bad);
     return TSR_ERROR_OUT_OF_MEMORY;
   }
   for (int i = 0; i < threads; i++)
-    bad[i].row = -1;
-  cross_entropy_job job = {args, vocab, scratch, bad};
+    job.bad[i].row = -1;
+  const tsr_plugin_tensor *tensors[1] = {&args->logits};
+  job.direct = job.rows.kernels->xe_step && all_rows_f32(tensors, 1);
   cpu_pool_parallel_for(exec->pool, rows, row_grain(vocab), cross_entropy_range, &job);
 
   bad_target first = {-1, 0, 0};
   for (int i = 0; i < threads; i++) {
-    if (bad[i].row >= 0 && (first.row < 0 || bad[i].row < first.row)) {
-      first.row = bad[i].row;
-      first.target = bad[i].target;
+    if (job.bad[i].row >= 0 && (first.row < 0 || job.bad[i].row < first.row)) {
+      first.row = job.bad[i].row;
+      first.target = job.bad[i].target;
     }
-    first.count += bad[i].count;
+    first.count += job.bad[i].count;
   }
-  free(scratch);
-  free(bad);
+  free(job.rows.scratch);
+  free(job.bad);
   if (first.row < 0)
     return TSR_OK;
   if (exec->error && exec->error_capacity > 0)
