@@ -275,9 +275,9 @@ bool cpu_isa_has_kernels(cpu_isa isa) {
 
 cpu_isa cpu_isa_best_for(const cpu_features *features) {
   /* Levels listed from the top of each ladder down. */
-  static const cpu_isa order[] = {CPU_ISA_AMX,         CPU_ISA_AVX512_FP16, CPU_ISA_AVX512_BF16,
-                                  CPU_ISA_AVX512,      CPU_ISA_AVX2,        CPU_ISA_SVE,
-                                  CPU_ISA_NEON,        CPU_ISA_GENERIC};
+  static const cpu_isa order[] = {CPU_ISA_AMX,    CPU_ISA_AVX512_FP16, CPU_ISA_AVX512_BF16,
+                                  CPU_ISA_AVX512, CPU_ISA_AVX2,        CPU_ISA_SVE,
+                                  CPU_ISA_NEON,   CPU_ISA_GENERIC};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
     if (cpu_isa_has_kernels(order[i]) && cpu_isa_has_features(order[i], features))
       return order[i];
@@ -332,8 +332,9 @@ cpu_isa cpu_isa_choose(const char *requested, cpu_isa best, char *message, size_
   }
   if (!cpu_isa_includes(best, wanted)) {
     if (message && capacity > 0)
-      snprintf(message, capacity, "TESSERA_CPU_ISA = %s but this machine and build reach %s; using %s",
-               requested, cpu_isa_name(best), cpu_isa_name(best));
+      snprintf(message, capacity,
+               "TESSERA_CPU_ISA = %s but this machine and build reach %s; using %s", requested,
+               cpu_isa_name(best), cpu_isa_name(best));
     return best;
   }
   return wanted;
@@ -390,14 +391,22 @@ void cpu_machine_describe(cpu_isa active, int threads, char *buffer, size_t capa
     bool present;
     const char *name;
   } const features[] = {
-      {f->sse2, "sse2"},           {f->avx, "avx"},
-      {f->fma, "fma"},             {f->f16c, "f16c"},
-      {f->avx2, "avx2"},           {f->avx512f, "avx512f"},
-      {f->avx512bw, "avx512bw"},   {f->avx512vl, "avx512vl"},
-      {f->avx512dq, "avx512dq"},   {f->avx512_bf16, "avx512_bf16"},
-      {f->avx512_fp16, "avx512_fp16"}, {f->amx_tile, "amx_tile"},
-      {f->amx_bf16, "amx_bf16"},   {f->amx_int8, "amx_int8"},
-      {f->neon, "neon"},           {f->sve, "sve"},
+      {f->sse2, "sse2"},
+      {f->avx, "avx"},
+      {f->fma, "fma"},
+      {f->f16c, "f16c"},
+      {f->avx2, "avx2"},
+      {f->avx512f, "avx512f"},
+      {f->avx512bw, "avx512bw"},
+      {f->avx512vl, "avx512vl"},
+      {f->avx512dq, "avx512dq"},
+      {f->avx512_bf16, "avx512_bf16"},
+      {f->avx512_fp16, "avx512_fp16"},
+      {f->amx_tile, "amx_tile"},
+      {f->amx_bf16, "amx_bf16"},
+      {f->amx_int8, "amx_int8"},
+      {f->neon, "neon"},
+      {f->sve, "sve"},
   };
   append(buffer, capacity, &used, "cpu features:");
   for (size_t i = 0; i < sizeof features / sizeof features[0]; i++)
@@ -448,19 +457,24 @@ static const gemm_shape gemm_shapes[] = {
     {CPU_ISA_AVX2, 6, 16},    {CPU_ISA_AVX2, 4, 16},    {CPU_ISA_GENERIC, 4, 8},
 };
 
-/* Cache blocks from the cache sizes, for f32 packed data (bf16 packs take
- * half the bytes for the same blocks). KC: the A micro-panel (MR x KC) fills
- * about half of L1d, so it stays there while the B micro-panel streams from
- * L2; MC: the packed A block (MC x KC) plus one B micro-panel fill about
- * half of L2; NC: the packed B panel (KC x NC) fills about a quarter of L3.
- * `kc_scale` (1/2, 1, 2) gives the neighbours listed for tuning. */
+/* Cache blocks from the cache sizes, in f32 terms (a bf16 pair strip of
+ * the same KC takes half the bytes). KC: the A micro-panel (MR x KC) fills
+ * up to ~90% of L1d, so it stays there while the B micro-panel (KC x NR)
+ * streams from L2 (the kernel keeps its rate with B in L2: measured 97% of
+ * the FMA peak at KC = 1024); larger KC also means fewer passes over the
+ * partial sums in D. MC: the packed A block (MC x KC) fills half of L2. NC:
+ * the packed B panel (KC x NC) fills a quarter of L3. On the Zen 4 this was
+ * tuned on (32 KiB / 1 MiB / 32 MiB) that gives 14x32: KC=512 MC=252
+ * NC=4096, the best of the KC/MC/NC sweep in notes/cpu-gemm.md.
+ * `kc_numerator / kc_denominator` scales KC for the neighbours listed for
+ * tuning. */
 static void gemm_blocking(const cpu_caches *caches, int mr, int nr, int kc_numerator,
                           int kc_denominator, int *mc, int *kc, int *nc) {
-  int64_t k = caches->l1d / (2 * 4 * mr);
+  int64_t k = caches->l1d * 9 / 10 / (4 * mr);
   k = k * kc_numerator / kc_denominator;
-  k = k / 32 * 32;
+  k = k / 64 * 64;
   k = k < 64 ? 64 : k > 2048 ? 2048 : k;
-  int64_t m = caches->l2 / 2 / (4 * k) - nr;
+  int64_t m = caches->l2 / 2 / (4 * k);
   m = m / mr * mr;
   m = m < mr ? mr : m > 64 * mr ? 64 * mr : m;
   int64_t l3 = caches->l3 > 0 ? caches->l3 : caches->l2 * 4;
@@ -526,17 +540,6 @@ static void build_gemm_configs(void) {
       }
     }
     add_gemm_config(family, CPU_GEMM_GEMV, 0, 0, 0, 0, 0);
-  }
-  /* EXPERIMENT ONLY */
-  const char *extra = getenv("EXPERIMENT_GEMM_EXTRA");
-  while (extra && *extra) {
-    int mr, nr, mc, kc, nc, used = 0;
-    if (sscanf(extra, "%d,%d,%d,%d,%d%n", &mr, &nr, &mc, &kc, &nc, &used) != 5)
-      break;
-    add_gemm_config(CPU_ISA_AVX512, CPU_GEMM_PACKED, mr, nr, mc, kc, nc);
-    extra += used;
-    if (*extra == ';')
-      extra++;
   }
 }
 

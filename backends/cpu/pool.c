@@ -1,11 +1,20 @@
-/* The CPU plugin's thread pool: persistent workers that sleep on a condition
- * variable between jobs. The thread that calls cpu_pool_parallel_for works on
- * the job too, so a pool of N threads starts N - 1 workers. Chunks are handed
- * out dynamically through an atomic counter, which evens out uneven chunks. */
+/* The CPU plugin's thread pool: persistent workers. The thread that calls
+ * cpu_pool_parallel_for works on the job too, so a pool of N threads starts
+ * N - 1 workers. Chunks are handed out dynamically through an atomic
+ * counter, which evens out uneven chunks.
+ *
+ * Waking a sleeping thread costs tens of microseconds (more in a virtual
+ * machine, where the idle vCPU has to be scheduled again), which is a few
+ * percent of a millisecond-sized kernel and is paid at every fork and join.
+ * So a worker that finishes a job, and a caller waiting for its helpers,
+ * first spin for a short while (POOL_SPIN_NS) watching an atomic, and only
+ * then sleep on a condition variable. Back-to-back kernels and the several
+ * parallel steps inside one kernel then hand work over without sleeping. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "configs.h"
 #include "cpu_internal.h"
@@ -13,6 +22,9 @@
 /* Chunks per thread when the grain allows it: a few more chunks than threads
  * let a thread that finishes early take work from a slow one. */
 enum { CHUNKS_PER_THREAD = 4 };
+
+/* How long an idle thread spins before it sleeps. */
+enum { POOL_SPIN_NS = 200000 };
 
 typedef struct pool_worker {
   struct cpu_pool *pool;
@@ -24,14 +36,17 @@ struct cpu_pool {
   int threads; /* workers started + the caller */
   pool_worker *workers;
   pthread_mutex_t caller_lock; /* one parallel_for at a time */
-  pthread_mutex_t lock;        /* guards everything below */
+  pthread_mutex_t lock;        /* guards the sleep/wake handshakes */
   pthread_cond_t job_posted;
   pthread_cond_t job_finished;
-  uint64_t generation; /* bumped for each job */
-  int helpers_wanted;  /* workers 1..helpers_wanted take part in the job */
-  int helpers_running;
-  bool stopping;
-  /* The current job (written before the generation bump, read after). */
+  int sleepers;             /* workers waiting on job_posted (under lock) */
+  bool caller_sleeping;     /* the caller waits on job_finished (under lock) */
+  atomic_ullong generation; /* bumped (release) after the job below is written */
+  atomic_int helpers_running;
+  atomic_bool stopping;
+  /* The current job. Every worker takes part in every job (one with no
+   * chunk left only checks in), so no worker can still be reading a job
+   * while the caller writes the next one. */
   cpu_range_fn fn;
   void *context;
   int64_t n;
@@ -42,6 +57,18 @@ struct cpu_pool {
 /* Set while a thread runs chunks, so that a nested parallel_for runs inline
  * instead of waiting for the pool it is part of. */
 static _Thread_local int pool_current_worker = -1;
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline void spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 static void run_chunks(cpu_pool *pool, int worker) {
   int outer = pool_current_worker;
@@ -56,26 +83,44 @@ static void run_chunks(cpu_pool *pool, int worker) {
   pool_current_worker = outer;
 }
 
+/* Returns the first generation after `seen` (or any when stopping): spins,
+ * then sleeps. */
+static uint64_t wait_for_job(cpu_pool *pool, uint64_t seen) {
+  int64_t deadline = now_ns() + POOL_SPIN_NS;
+  for (int i = 0;; i++) {
+    uint64_t generation = atomic_load_explicit(&pool->generation, memory_order_acquire);
+    if (generation != seen || atomic_load_explicit(&pool->stopping, memory_order_acquire))
+      return generation;
+    spin_pause();
+    if ((i & 63) == 63 && now_ns() > deadline)
+      break;
+  }
+  pthread_mutex_lock(&pool->lock);
+  pool->sleepers++;
+  while (atomic_load_explicit(&pool->generation, memory_order_acquire) == seen &&
+         !atomic_load_explicit(&pool->stopping, memory_order_acquire))
+    pthread_cond_wait(&pool->job_posted, &pool->lock);
+  pool->sleepers--;
+  pthread_mutex_unlock(&pool->lock);
+  return atomic_load_explicit(&pool->generation, memory_order_acquire);
+}
+
 static void *worker_main(void *argument) {
   pool_worker *self = argument;
   cpu_pool *pool = self->pool;
   uint64_t seen = 0;
-  pthread_mutex_lock(&pool->lock);
   for (;;) {
-    while (!pool->stopping && pool->generation == seen)
-      pthread_cond_wait(&pool->job_posted, &pool->lock);
-    if (pool->stopping)
+    seen = wait_for_job(pool, seen);
+    if (atomic_load_explicit(&pool->stopping, memory_order_acquire))
       break;
-    seen = pool->generation;
-    if (self->index > pool->helpers_wanted)
-      continue;
-    pthread_mutex_unlock(&pool->lock);
     run_chunks(pool, self->index);
-    pthread_mutex_lock(&pool->lock);
-    if (--pool->helpers_running == 0)
-      pthread_cond_signal(&pool->job_finished);
+    if (atomic_fetch_sub_explicit(&pool->helpers_running, 1, memory_order_acq_rel) == 1) {
+      pthread_mutex_lock(&pool->lock);
+      if (pool->caller_sleeping)
+        pthread_cond_signal(&pool->job_finished);
+      pthread_mutex_unlock(&pool->lock);
+    }
   }
-  pthread_mutex_unlock(&pool->lock);
   cpu_gemm_release_thread_workspace(); /* scratch the kernels kept for this thread */
   return NULL;
 }
@@ -95,6 +140,9 @@ cpu_pool *cpu_pool_create(int threads) {
   pthread_mutex_init(&pool->lock, NULL);
   pthread_cond_init(&pool->job_posted, NULL);
   pthread_cond_init(&pool->job_finished, NULL);
+  atomic_init(&pool->generation, 0);
+  atomic_init(&pool->helpers_running, 0);
+  atomic_init(&pool->stopping, false);
   atomic_init(&pool->next_begin, 0);
   pool->threads = 1;
   /* A worker that cannot be started only makes the pool smaller. */
@@ -113,7 +161,7 @@ void cpu_pool_destroy(cpu_pool *pool) {
   if (!pool)
     return;
   pthread_mutex_lock(&pool->lock);
-  pool->stopping = true;
+  atomic_store_explicit(&pool->stopping, true, memory_order_release);
   pthread_cond_broadcast(&pool->job_posted);
   pthread_mutex_unlock(&pool->lock);
   for (int i = 0; i + 1 < pool->threads; i++)
@@ -128,6 +176,24 @@ void cpu_pool_destroy(cpu_pool *pool) {
 
 int cpu_pool_threads(const cpu_pool *pool) {
   return pool ? pool->threads : 1;
+}
+
+/* Waits until every helper of the current job is done: spins, then sleeps. */
+static void wait_for_helpers(cpu_pool *pool) {
+  int64_t deadline = now_ns() + POOL_SPIN_NS;
+  for (int i = 0;; i++) {
+    if (atomic_load_explicit(&pool->helpers_running, memory_order_acquire) == 0)
+      return;
+    spin_pause();
+    if ((i & 63) == 63 && now_ns() > deadline)
+      break;
+  }
+  pthread_mutex_lock(&pool->lock);
+  pool->caller_sleeping = true;
+  while (atomic_load_explicit(&pool->helpers_running, memory_order_acquire) > 0)
+    pthread_cond_wait(&pool->job_finished, &pool->lock);
+  pool->caller_sleeping = false;
+  pthread_mutex_unlock(&pool->lock);
 }
 
 void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_fn fn,
@@ -148,30 +214,23 @@ void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_f
                   ((int64_t)pool->threads * CHUNKS_PER_THREAD);
   if (chunk < grain)
     chunk = grain;
-  int64_t chunks = (n + chunk - 1) / chunk;
   int helpers = pool->threads - 1;
-  if (chunks - 1 < helpers)
-    helpers = (int)(chunks - 1);
 
   pthread_mutex_lock(&pool->caller_lock);
-  pthread_mutex_lock(&pool->lock);
   pool->fn = fn;
   pool->context = context;
   pool->n = n;
   pool->chunk = chunk;
-  atomic_store(&pool->next_begin, 0);
-  pool->helpers_wanted = helpers;
-  pool->helpers_running = helpers;
-  pool->generation++;
-  pthread_cond_broadcast(&pool->job_posted);
+  atomic_store_explicit(&pool->next_begin, 0, memory_order_relaxed);
+  atomic_store_explicit(&pool->helpers_running, helpers, memory_order_relaxed);
+  pthread_mutex_lock(&pool->lock);
+  atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
+  if (pool->sleepers > 0)
+    pthread_cond_broadcast(&pool->job_posted);
   pthread_mutex_unlock(&pool->lock);
 
   run_chunks(pool, 0);
-
-  pthread_mutex_lock(&pool->lock);
-  while (pool->helpers_running > 0)
-    pthread_cond_wait(&pool->job_finished, &pool->lock);
-  pthread_mutex_unlock(&pool->lock);
+  wait_for_helpers(pool);
   pthread_mutex_unlock(&pool->caller_lock);
 }
 

@@ -1,14 +1,16 @@
 /* Attention forward on the CPU, flash style. A task owns a block of query
  * positions of all the query heads that share one kv head (GQA/MQA groups
- * load each key and value tile once) and streams the visible key blocks
- * through an online softmax, so nothing of size Sq x Skv is ever held.
+ * use each key and value tile once for the whole group) and streams the
+ * visible key tiles through an online softmax, so nothing of size Sq x Skv
+ * is ever held.
  *
- * Layout: the task's query rows are stored transposed (qt[d][r], scaled), so
- * that scores come out as s[j][r] = k_j . q_r with the rows in vector lanes.
- * Key and value rows are converted to f32 tiles, the softmax update runs
- * across rows in lanes, and p v accumulates into acc[r][c]. The ISA-specific
- * pieces sit behind a small table: plain C, and on x86-64 AVX2+FMA (with
- * F16C), picked by the plugin's instruction set. */
+ * Per key tile: S = Q K^T and O += P V are products of the GEMM's own
+ * micro-kernels (cpu_tile_gemm_f32), reading f32 keys and values where they
+ * lie (any strides; other dtypes are converted into a tile first). Between
+ * the two products a row-wise online softmax turns S into P in place, with
+ * the causal / sliding-window mask, and rescales O's rows when their running
+ * maximum grows. That step comes in plain C and, on x86-64, AVX2 and AVX-512
+ * versions picked by the plugin's instruction set. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,53 +18,315 @@
 
 #include "configs.h"
 #include "cpu_internal.h"
-
 #include "cpu_kernel_util.h"
 
-/* Query rows are padded to ROW_BLOCK (one AVX2 vector of rows); value tiles
- * copied to scratch are padded to DIM_BLOCK channels. */
-enum { ROW_BLOCK = 8, DIM_BLOCK = 16, FLOATS_PER_LINE = 16 };
-/* Extra floats per tile row: tile rows a power of two apart would all fall
- * into the same few cache sets. */
-enum { LANE_PAD = 8 };
+enum { FLOATS_PER_LINE = 16 };
+/* Extra floats per tile row: rows a power of two apart would all fall into
+ * the same few cache sets. */
+enum { ROW_PAD = 16 };
 
-/* The ISA-specific pieces of the block loop. `rows` is always a multiple of
- * ROW_BLOCK; s and p tiles are [keys][lanes] with lanes >= rows. */
+/* Which keys of a tile a query row sees: [first, last] (empty: first > last). */
+typedef struct visible_keys {
+  int32_t first, last;
+} visible_keys;
+
+/* One online-softmax step for `rows` rows of s (row r at s + r * ld, `keys`
+ * scores): row r keeps keys[r] (all keys when `all_visible`), turns its
+ * scores into p = e^(s - max) in place (0 for the keys it does not see), and
+ * updates its running max and sum; correction[r] receives the factor its
+ * accumulated output must be multiplied by. */
+typedef void (*softmax_rows_fn)(float *s, int64_t ld, int64_t rows, int64_t keys,
+                                const visible_keys *visible, int all_visible, float *row_max,
+                                float *row_sum, float *correction);
+/* o[r][c] *= correction[r] for c < dim, rows `ld` apart. */
+typedef void (*rescale_rows_fn)(float *o, int64_t ld, int64_t rows, int64_t dim,
+                                const float *correction);
+
+/* dst[d * dst_ld + j] = src[j * src_ld + d] for j < keys, d < dim: a key
+ * tile turned so that the product S = Q K^T reads it row by row. */
+typedef void (*transpose_fn)(float *dst, int64_t dst_ld, const float *src, int64_t src_ld,
+                             int64_t keys, int64_t dim);
+
 typedef struct attention_kernels {
-  const char *name;
-  /* dst[i] = element i (of `count`, `stride` apart) from `offset` of a tensor, as f32. */
-  void (*load_row)(float *dst, const char *base, int32_t dtype, int64_t offset, int64_t stride,
-                   int64_t count);
-  /* scores[j][r] = sum_d k[j * k_stride + d] * qt[d][r]; qt and scores keep
-   * rows `lanes` floats apart. */
-  void (*score)(const float *qt, int64_t lanes, int64_t rows, const float *k, int64_t k_stride,
-                int64_t keys, int64_t head_dim, float *scores);
-  /* Online softmax step over one tile: row r sees keys [lo[r], hi[r]] of it
-   * (every key when all_visible). Turns scores into p in place, updates the
-   * running max and sum, and writes the factor that rescales acc. */
-  void (*softmax)(float *scores, int64_t lanes, int64_t rows, int64_t keys, const int32_t *lo,
-                  const int32_t *hi, int all_visible, float *row_max, float *row_sum,
-                  float *correction);
-  /* acc[r][c] = acc[r][c] * correction[r] + sum_j p[j][r] * v[j * v_stride + c]
-   * for c < dim (a multiple of DIM_BLOCK); acc rows are dim floats apart. */
-  void (*accumulate)(const float *p, int64_t lanes, int64_t rows, const float *v, int64_t v_stride,
-                     int64_t keys, int64_t dim, const float *correction, float *acc);
+  softmax_rows_fn softmax_rows;
+  rescale_rows_fn rescale_rows;
+  transpose_fn transpose;
 } attention_kernels;
+
+/* A row that has seen no finite score yet has nothing to rescale; its
+ * exponentials are taken against 0 (e^-inf = 0). */
+static float safe_shift(float max) {
+  return max == -INFINITY ? 0.0f : max;
+}
+
+/* ---- plain C ---- */
+
+static void softmax_rows_generic(float *s, int64_t ld, int64_t rows, int64_t keys,
+                                 const visible_keys *visible, int all_visible, float *row_max,
+                                 float *row_sum, float *correction) {
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = s + r * ld;
+    int64_t first = all_visible ? 0 : visible[r].first;
+    int64_t last = all_visible ? keys - 1 : visible[r].last;
+    float tile_max = -INFINITY;
+    for (int64_t j = first; j <= last; j++)
+      tile_max = row[j] > tile_max ? row[j] : tile_max;
+    float new_max = tile_max > row_max[r] ? tile_max : row_max[r];
+    float shift = safe_shift(new_max);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < keys; j++) {
+      float p = j >= first && j <= last ? exp_f32(row[j] - shift) : 0.0f;
+      row[j] = p;
+      sum += p;
+    }
+    correction[r] = exp_f32(row_max[r] - shift);
+    row_sum[r] = row_sum[r] * correction[r] + sum;
+    row_max[r] = new_max;
+  }
+}
+
+static void rescale_rows_generic(float *o, int64_t ld, int64_t rows, int64_t dim,
+                                 const float *correction) {
+  for (int64_t r = 0; r < rows; r++) {
+    if (correction[r] == 1.0f)
+      continue;
+    for (int64_t c = 0; c < dim; c++)
+      o[r * ld + c] *= correction[r];
+  }
+}
+
+static void transpose_generic(float *dst, int64_t dst_ld, const float *src, int64_t src_ld,
+                              int64_t keys, int64_t dim) {
+  for (int64_t j = 0; j < keys; j++)
+    for (int64_t d = 0; d < dim; d++)
+      dst[d * dst_ld + j] = src[j * src_ld + d];
+}
+
+static const attention_kernels GENERIC_KERNELS = {softmax_rows_generic, rescale_rows_generic,
+                                                  transpose_generic};
+
+#if CPU_KERNELS_HAVE_AVX2
+
+/* ---- AVX2 ---- */
+
+TARGET_AVX2 static void softmax_rows_avx2(float *s, int64_t ld, int64_t rows, int64_t keys,
+                                          const visible_keys *visible, int all_visible,
+                                          float *row_max, float *row_sum, float *correction) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = s + r * ld;
+    int32_t first = all_visible ? 0 : visible[r].first;
+    int32_t last = all_visible ? (int32_t)keys - 1 : visible[r].last;
+    const __m256i lo = _mm256_set1_epi32(first - 1), hi = _mm256_set1_epi32(last + 1);
+    __m256 max = _mm256_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < keys; j += 8) {
+      __m256i index = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)j));
+      __m256i seen = _mm256_and_si256(_mm256_cmpgt_epi32(index, lo), _mm256_cmpgt_epi32(hi, index));
+      __m256 v = _mm256_maskload_ps(row + j, seen);
+      max = _mm256_blendv_ps(max, _mm256_max_ps(max, v), _mm256_castsi256_ps(seen));
+    }
+    float tile_max = max_lanes_avx2(max);
+    float new_max = tile_max > row_max[r] ? tile_max : row_max[r];
+    const __m256 shift = _mm256_set1_ps(safe_shift(new_max));
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t j = 0; j < keys; j += 8) {
+      __m256i index = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)j));
+      __m256i seen = _mm256_and_si256(_mm256_cmpgt_epi32(index, lo), _mm256_cmpgt_epi32(hi, index));
+      __m256 p = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, seen), shift));
+      p = _mm256_and_ps(p, _mm256_castsi256_ps(seen));
+      sum = _mm256_add_ps(sum, p);
+      if (keys - j >= 8)
+        _mm256_storeu_ps(row + j, p);
+      else
+        _mm256_maskstore_ps(row + j, lanes_avx2(keys - j), p);
+    }
+    __m256d low = _mm256_setzero_pd(), high = low;
+    accumulate_pd_avx2(&low, &high, sum);
+    correction[r] = exp_f32(row_max[r] - safe_shift(new_max));
+    row_sum[r] = row_sum[r] * correction[r] + (float)sum_lanes_pd_avx2(_mm256_add_pd(low, high));
+    row_max[r] = new_max;
+  }
+}
+
+TARGET_AVX2 static void rescale_rows_avx2(float *o, int64_t ld, int64_t rows, int64_t dim,
+                                          const float *correction) {
+  for (int64_t r = 0; r < rows; r++) {
+    if (correction[r] == 1.0f)
+      continue;
+    const __m256 f = _mm256_set1_ps(correction[r]);
+    float *row = o + r * ld;
+    int64_t c = 0;
+    for (; c + 8 <= dim; c += 8)
+      _mm256_storeu_ps(row + c, _mm256_mul_ps(_mm256_loadu_ps(row + c), f));
+    for (; c < dim; c++)
+      row[c] *= correction[r];
+  }
+}
+
+/* 8 x 8 blocks: unpack pairs, then 64-bit pairs, then 128-bit halves. */
+TARGET_AVX2 static void transpose_avx2(float *dst, int64_t dst_ld, const float *src, int64_t src_ld,
+                                       int64_t keys, int64_t dim) {
+  int64_t j0 = 0;
+  for (; j0 + 8 <= keys; j0 += 8) {
+    int64_t d0 = 0;
+    for (; d0 + 8 <= dim; d0 += 8) {
+      __m256 a[8], t[8], u[8];
+      for (int i = 0; i < 8; i++)
+        a[i] = _mm256_loadu_ps(src + (j0 + i) * src_ld + d0);
+      for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]);
+      }
+      for (int i = 0; i < 2; i++) {
+        __m256d x = _mm256_castps_pd(t[4 * i]), y = _mm256_castps_pd(t[4 * i + 2]);
+        __m256d z = _mm256_castps_pd(t[4 * i + 1]), w = _mm256_castps_pd(t[4 * i + 3]);
+        u[4 * i] = _mm256_castpd_ps(_mm256_unpacklo_pd(x, y));
+        u[4 * i + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(x, y));
+        u[4 * i + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(z, w));
+        u[4 * i + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(z, w));
+      }
+      /* u[m] holds column m (low half) and m + 4 (high half) of rows 0-3,
+       * u[4 + m] the same of rows 4-7. */
+      for (int m = 0; m < 4; m++) {
+        _mm256_storeu_ps(dst + (d0 + m) * dst_ld + j0,
+                         _mm256_permute2f128_ps(u[m], u[4 + m], 0x20));
+        _mm256_storeu_ps(dst + (d0 + m + 4) * dst_ld + j0,
+                         _mm256_permute2f128_ps(u[m], u[4 + m], 0x31));
+      }
+    }
+    transpose_generic(dst + d0 * dst_ld + j0, dst_ld, src + j0 * src_ld + d0, src_ld, 8, dim - d0);
+  }
+  transpose_generic(dst + j0, dst_ld, src + j0 * src_ld, src_ld, keys - j0, dim);
+}
+
+static const attention_kernels AVX2_KERNELS = {softmax_rows_avx2, rescale_rows_avx2,
+                                               transpose_avx2};
+
+/* ---- AVX-512 ---- */
+
+TARGET_AVX512 static void softmax_rows_avx512(float *s, int64_t ld, int64_t rows, int64_t keys,
+                                              const visible_keys *visible, int all_visible,
+                                              float *row_max, float *row_sum, float *correction) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = s + r * ld;
+    int32_t first = all_visible ? 0 : visible[r].first;
+    int32_t last = all_visible ? (int32_t)keys - 1 : visible[r].last;
+    const __m512i lo = _mm512_set1_epi32(first), hi = _mm512_set1_epi32(last);
+    __m512 max = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < keys; j += 16) {
+      __m512i index = _mm512_add_epi32(lane, _mm512_set1_epi32((int32_t)j));
+      __mmask16 seen = _mm512_cmpge_epi32_mask(index, lo) & _mm512_cmple_epi32_mask(index, hi);
+      max = _mm512_mask_max_ps(max, seen, max, _mm512_maskz_loadu_ps(seen, row + j));
+    }
+    float tile_max = _mm512_reduce_max_ps(max);
+    float new_max = tile_max > row_max[r] ? tile_max : row_max[r];
+    const __m512 shift = _mm512_set1_ps(safe_shift(new_max));
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < keys; j += 16) {
+      __m512i index = _mm512_add_epi32(lane, _mm512_set1_epi32((int32_t)j));
+      __mmask16 seen = _mm512_cmpge_epi32_mask(index, lo) & _mm512_cmple_epi32_mask(index, hi);
+      __m512 p = _mm512_maskz_mov_ps(
+          seen, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(seen, row + j), shift)));
+      sum = _mm512_add_ps(sum, p);
+      _mm512_mask_storeu_ps(row + j, lanes_avx512(keys - j), p);
+    }
+    correction[r] = exp_f32(row_max[r] - safe_shift(new_max));
+    row_sum[r] = row_sum[r] * correction[r] + _mm512_reduce_add_ps(sum);
+    row_max[r] = new_max;
+  }
+}
+
+TARGET_AVX512 static void rescale_rows_avx512(float *o, int64_t ld, int64_t rows, int64_t dim,
+                                              const float *correction) {
+  for (int64_t r = 0; r < rows; r++) {
+    if (correction[r] == 1.0f)
+      continue;
+    const __m512 f = _mm512_set1_ps(correction[r]);
+    float *row = o + r * ld;
+    for (int64_t c = 0; c < dim; c += 16) {
+      __mmask16 m = lanes_avx512(dim - c);
+      _mm512_mask_storeu_ps(row + c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + c), f));
+    }
+  }
+}
+
+/* 16 x 16 blocks: unpack pairs, 64-bit pairs, then two rounds of 128-bit
+ * lane shuffles; rows past `keys` and columns past `dim` are masked off. */
+TARGET_AVX512 static void transpose_avx512(float *dst, int64_t dst_ld, const float *src,
+                                           int64_t src_ld, int64_t keys, int64_t dim) {
+  for (int64_t j0 = 0; j0 < keys; j0 += 16) {
+    int64_t rows = keys - j0 < 16 ? keys - j0 : 16;
+    __mmask16 out_mask = lanes_avx512(rows);
+    for (int64_t d0 = 0; d0 < dim; d0 += 16) {
+      __mmask16 in_mask = lanes_avx512(dim - d0);
+      __m512 a[16], t[16], u[16];
+      for (int i = 0; i < 16; i++)
+        a[i] = i < rows ? _mm512_maskz_loadu_ps(in_mask, src + (j0 + i) * src_ld + d0)
+                        : _mm512_setzero_ps();
+      for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]);
+      }
+      for (int i = 0; i < 4; i++) {
+        __m512d x = _mm512_castps_pd(t[4 * i]), y = _mm512_castps_pd(t[4 * i + 2]);
+        __m512d z = _mm512_castps_pd(t[4 * i + 1]), w = _mm512_castps_pd(t[4 * i + 3]);
+        u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
+        u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
+        u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(z, w));
+        u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(z, w));
+      }
+      /* Lane l of u[4 * g + m] holds column 4 l + m of rows 4 g .. 4 g + 3. */
+      for (int m = 0; m < 4; m++) {
+        __m512 w0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
+        __m512 w1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xdd);
+        __m512 w2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+        __m512 w3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xdd);
+        __m512 column[4] = {_mm512_shuffle_f32x4(w0, w2, 0x88), _mm512_shuffle_f32x4(w1, w3, 0x88),
+                            _mm512_shuffle_f32x4(w0, w2, 0xdd), _mm512_shuffle_f32x4(w1, w3, 0xdd)};
+        for (int l = 0; l < 4; l++) {
+          int64_t d = d0 + 4 * l + m;
+          if (d < dim)
+            _mm512_mask_storeu_ps(dst + d * dst_ld + j0, out_mask, column[l]);
+        }
+      }
+    }
+  }
+}
+
+static const attention_kernels AVX512_KERNELS = {softmax_rows_avx512, rescale_rows_avx512,
+                                                 transpose_avx512};
+
+#endif /* CPU_KERNELS_HAVE_AVX2 */
+
+static const attention_kernels *select_kernels(kernel_level level) {
+#if CPU_KERNELS_HAVE_AVX2
+  if (level == KERNEL_AVX512)
+    return &AVX512_KERNELS;
+  if (level == KERNEL_AVX2)
+    return &AVX2_KERNELS;
+#endif
+  (void)level;
+  return &GENERIC_KERNELS;
+}
+
+/* ---- the block loop ---- */
 
 typedef struct attention_job {
   const tsr_attention_args *args;
+  kernel_level level;
   const attention_kernels *kernels;
   const char *q_base, *k_base, *v_base;
   char *o_base;
   float *lse_base;
   int32_t dtype;
+  int direct; /* f32 keys and values: their tiles are read where they lie */
   int64_t q_len, kv_len, q_heads, kv_heads, group, head_dim;
   /* A task holds block_positions query positions of each of the group's
    * heads: about block_q rows. */
   int64_t block_positions, block_kv, q_blocks;
-  int64_t rows_pad; /* rows of a full task rounded up to ROW_BLOCK */
-  int64_t dim_pad;  /* head_dim rounded up to DIM_BLOCK */
-  int64_t v_stride; /* floats between value rows in the tile */
+  int64_t rows_max;                /* rows of a full task */
+  int64_t q_ld, s_ld, o_ld, kv_ld; /* row pitches of the scratch tiles */
   size_t worker_floats;
   float *scratch;
 } attention_job;
@@ -79,293 +343,53 @@ static int64_t max_i64(int64_t a, int64_t b) {
   return a > b ? a : b;
 }
 
-/* ---- baseline kernels: plain C, any ISA ---- */
+/* Scratch of one worker. */
+typedef struct attention_tiles {
+  float *q;     /* rows_max x q_ld: the task's queries, scaled */
+  float *s;     /* rows_max x s_ld: scores, then probabilities */
+  float *o;     /* rows_max x o_ld: the unnormalised output */
+  float *k, *v; /* block_kv x kv_ld: converted key and value tiles */
+  float *kt;    /* head_dim x s_ld: the key tile turned */
+  float *row_max, *row_sum, *correction;
+  visible_keys *visible;
+} attention_tiles;
 
-/* The baseline row load is the shared strided load. */
-static void load_row_baseline(float *dst, const char *base, int32_t dtype, int64_t offset,
-                              int64_t stride, int64_t count) {
-  load_span(dst, base, dtype, offset, stride, count);
+static attention_tiles worker_tiles(const attention_job *job, int worker) {
+  attention_tiles t;
+  float *p = job->scratch + (size_t)worker * job->worker_floats;
+  t.q = p;
+  p += job->rows_max * job->q_ld;
+  t.s = p;
+  p += job->rows_max * job->s_ld;
+  t.o = p;
+  p += job->rows_max * job->o_ld;
+  t.k = p;
+  p += job->direct ? 0 : job->block_kv * job->kv_ld;
+  t.v = p;
+  p += job->direct ? 0 : job->block_kv * job->kv_ld;
+  t.kt = p;
+  p += job->head_dim * job->s_ld;
+  t.row_max = p;
+  t.row_sum = t.row_max + job->rows_max;
+  t.correction = t.row_sum + job->rows_max;
+  t.visible = (visible_keys *)(t.correction + job->rows_max);
+  return t;
 }
 
-static void score_baseline(const float *qt, int64_t lanes, int64_t rows, const float *k,
-                           int64_t k_stride, int64_t keys, int64_t head_dim, float *scores) {
-  for (int64_t j = 0; j < keys; j++) {
-    const float *k_row = k + j * k_stride;
-    for (int64_t r0 = 0; r0 < rows; r0 += ROW_BLOCK) {
-      float acc[ROW_BLOCK] = {0};
-      for (int64_t d = 0; d < head_dim; d++)
-        for (int r = 0; r < ROW_BLOCK; r++)
-          acc[r] += k_row[d] * qt[d * lanes + r0 + r];
-      for (int r = 0; r < ROW_BLOCK; r++)
-        scores[j * lanes + r0 + r] = acc[r];
-    }
-  }
+static size_t tiles_floats(const attention_job *job) {
+  int64_t floats = job->rows_max * (job->q_ld + job->s_ld + job->o_ld) +
+                   (job->direct ? 0 : 2 * job->block_kv * job->kv_ld) + job->head_dim * job->s_ld +
+                   3 * job->rows_max + 2 * job->rows_max /* visible_keys: two int32 per row */;
+  return (size_t)round_up(floats, FLOATS_PER_LINE);
 }
-
-static void softmax_baseline(float *scores, int64_t lanes, int64_t rows, int64_t keys,
-                             const int32_t *lo, const int32_t *hi, int all_visible, float *row_max,
-                             float *row_sum, float *correction) {
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t first = all_visible ? 0 : lo[r], last = all_visible ? keys - 1 : hi[r];
-    float tile_max = -INFINITY;
-    for (int64_t j = first; j <= last; j++)
-      tile_max = scores[j * lanes + r] > tile_max ? scores[j * lanes + r] : tile_max;
-    float new_max = tile_max > row_max[r] ? tile_max : row_max[r];
-    /* Until a row has seen a finite score it has nothing to rescale. */
-    float shift = new_max == -INFINITY ? 0.0f : new_max;
-    float sum = 0.0f;
-    for (int64_t j = 0; j < keys; j++) {
-      float p = j >= first && j <= last ? exp_f32(scores[j * lanes + r] - shift) : 0.0f;
-      scores[j * lanes + r] = p;
-      sum += p;
-    }
-    correction[r] = exp_f32(row_max[r] - shift);
-    row_sum[r] = row_sum[r] * correction[r] + sum;
-    row_max[r] = new_max;
-  }
-}
-
-static void accumulate_baseline(const float *p, int64_t lanes, int64_t rows, const float *v,
-                                int64_t v_stride, int64_t keys, int64_t dim,
-                                const float *correction, float *acc) {
-  for (int64_t r = 0; r < rows; r++) {
-    float *acc_row = acc + r * dim;
-    for (int64_t c = 0; c < dim; c++)
-      acc_row[c] *= correction[r];
-    for (int64_t j = 0; j < keys; j++) {
-      float weight = p[j * lanes + r];
-      const float *v_row = v + j * v_stride;
-      for (int64_t c = 0; c < dim; c++)
-        acc_row[c] += weight * v_row[c];
-    }
-  }
-}
-
-static const attention_kernels BASELINE_KERNELS = {"baseline", load_row_baseline, score_baseline,
-                                                   softmax_baseline, accumulate_baseline};
-
-/* ---- AVX2 + FMA + F16C kernels (x86-64, chosen at run time) ---- */
-
-#if CPU_KERNELS_HAVE_AVX2
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-
-AVX2 static void load_row_avx2(float *dst, const char *base, int32_t dtype, int64_t offset,
-                               int64_t stride, int64_t count) {
-  if (stride != 1 || dtype == TSR_DTYPE_F32) {
-    load_row_baseline(dst, base, dtype, offset, stride, count);
-    return;
-  }
-  const uint16_t *src = (const uint16_t *)base + offset;
-  int64_t i = 0;
-  if (dtype == TSR_DTYPE_F16) {
-    for (; i + 8 <= count; i += 8)
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    for (; i < count; i++)
-      dst[i] = tsr_f16_to_f32(src[i]);
-  } else if (dtype == TSR_DTYPE_BF16) {
-    for (; i + 8 <= count; i += 8) {
-      __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
-      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
-    }
-    for (; i < count; i++)
-      dst[i] = tsr_bf16_to_f32(src[i]);
-  } else {
-    load_row_baseline(dst, base, dtype, offset, stride, count);
-  }
-}
-
-/* Score block: 4 keys by 16 rows (8 accumulators); then 8-row and 1-key tails. */
-AVX2 static void score_avx2(const float *qt, int64_t lanes, int64_t rows, const float *k,
-                            int64_t k_stride, int64_t keys, int64_t head_dim, float *scores) {
-  int64_t j = 0;
-  for (; j + 4 <= keys; j += 4) {
-    const float *k0 = k + j * k_stride, *k1 = k0 + k_stride, *k2 = k1 + k_stride,
-                *k3 = k2 + k_stride;
-    float *s = scores + j * lanes;
-    int64_t r0 = 0;
-    for (; r0 + 16 <= rows; r0 += 16) {
-      __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
-             a30 = a00, a31 = a00;
-      const float *q = qt + r0;
-      for (int64_t d = 0; d < head_dim; d++) {
-        __m256 q0 = _mm256_loadu_ps(q + d * lanes), q1 = _mm256_loadu_ps(q + d * lanes + 8);
-        __m256 b = _mm256_broadcast_ss(k0 + d);
-        a00 = _mm256_fmadd_ps(b, q0, a00);
-        a01 = _mm256_fmadd_ps(b, q1, a01);
-        b = _mm256_broadcast_ss(k1 + d);
-        a10 = _mm256_fmadd_ps(b, q0, a10);
-        a11 = _mm256_fmadd_ps(b, q1, a11);
-        b = _mm256_broadcast_ss(k2 + d);
-        a20 = _mm256_fmadd_ps(b, q0, a20);
-        a21 = _mm256_fmadd_ps(b, q1, a21);
-        b = _mm256_broadcast_ss(k3 + d);
-        a30 = _mm256_fmadd_ps(b, q0, a30);
-        a31 = _mm256_fmadd_ps(b, q1, a31);
-      }
-      _mm256_storeu_ps(s + r0, a00);
-      _mm256_storeu_ps(s + r0 + 8, a01);
-      _mm256_storeu_ps(s + lanes + r0, a10);
-      _mm256_storeu_ps(s + lanes + r0 + 8, a11);
-      _mm256_storeu_ps(s + 2 * lanes + r0, a20);
-      _mm256_storeu_ps(s + 2 * lanes + r0 + 8, a21);
-      _mm256_storeu_ps(s + 3 * lanes + r0, a30);
-      _mm256_storeu_ps(s + 3 * lanes + r0 + 8, a31);
-    }
-    if (r0 < rows) { /* 8 rows left */
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      const float *q = qt + r0;
-      for (int64_t d = 0; d < head_dim; d++) {
-        __m256 q0 = _mm256_loadu_ps(q + d * lanes);
-        a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(k0 + d), q0, a0);
-        a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(k1 + d), q0, a1);
-        a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(k2 + d), q0, a2);
-        a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(k3 + d), q0, a3);
-      }
-      _mm256_storeu_ps(s + r0, a0);
-      _mm256_storeu_ps(s + lanes + r0, a1);
-      _mm256_storeu_ps(s + 2 * lanes + r0, a2);
-      _mm256_storeu_ps(s + 3 * lanes + r0, a3);
-    }
-  }
-  for (; j < keys; j++) {
-    const float *k0 = k + j * k_stride;
-    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
-      /* Two chains over even and odd channels hide the FMA latency a little. */
-      __m256 even = _mm256_setzero_ps(), odd = even;
-      int64_t d = 0;
-      for (; d + 2 <= head_dim; d += 2) {
-        even = _mm256_fmadd_ps(_mm256_broadcast_ss(k0 + d), _mm256_loadu_ps(qt + d * lanes + r0),
-                               even);
-        odd = _mm256_fmadd_ps(_mm256_broadcast_ss(k0 + d + 1),
-                              _mm256_loadu_ps(qt + (d + 1) * lanes + r0), odd);
-      }
-      if (d < head_dim)
-        even = _mm256_fmadd_ps(_mm256_broadcast_ss(k0 + d), _mm256_loadu_ps(qt + d * lanes + r0),
-                               even);
-      _mm256_storeu_ps(scores + j * lanes + r0, _mm256_add_ps(even, odd));
-    }
-  }
-}
-
-AVX2 static void softmax_avx2(float *scores, int64_t lanes, int64_t rows, int64_t keys,
-                              const int32_t *lo, const int32_t *hi, int all_visible, float *row_max,
-                              float *row_sum, float *correction) {
-  const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
-  for (int64_t r0 = 0; r0 < rows; r0 += 8) {
-    __m256i first = _mm256_setzero_si256(), last = _mm256_set1_epi32((int32_t)keys - 1);
-    if (!all_visible) {
-      first = _mm256_loadu_si256((const __m256i *)(lo + r0));
-      last = _mm256_loadu_si256((const __m256i *)(hi + r0));
-    }
-    /* Masked scores become -inf, so their exponentials are exactly 0. */
-    __m256 tile_max = minus_inf;
-    for (int64_t j = 0; j < keys; j++) {
-      float *s = scores + j * lanes + r0;
-      __m256 value = _mm256_loadu_ps(s);
-      if (!all_visible) {
-        __m256i index = _mm256_set1_epi32((int32_t)j);
-        __m256i hidden =
-            _mm256_or_si256(_mm256_cmpgt_epi32(first, index), _mm256_cmpgt_epi32(index, last));
-        value = _mm256_blendv_ps(value, minus_inf, _mm256_castsi256_ps(hidden));
-        _mm256_storeu_ps(s, value);
-      }
-      tile_max = _mm256_max_ps(tile_max, value);
-    }
-    __m256 old_max = _mm256_loadu_ps(row_max + r0);
-    __m256 new_max = _mm256_max_ps(old_max, tile_max);
-    /* Until a row has seen a finite score it has nothing to rescale. */
-    __m256 shift = _mm256_andnot_ps(_mm256_cmp_ps(new_max, minus_inf, _CMP_EQ_OQ), new_max);
-    __m256 sum = _mm256_setzero_ps();
-    for (int64_t j = 0; j < keys; j++) {
-      float *s = scores + j * lanes + r0;
-      __m256 p = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s), shift));
-      _mm256_storeu_ps(s, p);
-      sum = _mm256_add_ps(sum, p);
-    }
-    __m256 factor = exp_avx2(_mm256_sub_ps(old_max, shift));
-    _mm256_storeu_ps(correction + r0, factor);
-    _mm256_storeu_ps(row_sum + r0, _mm256_fmadd_ps(_mm256_loadu_ps(row_sum + r0), factor, sum));
-    _mm256_storeu_ps(row_max + r0, new_max);
-  }
-}
-
-/* Block: 4 rows by 16 channels (8 accumulators). */
-AVX2 static void accumulate_avx2(const float *p, int64_t lanes, int64_t rows, const float *v,
-                                 int64_t v_stride, int64_t keys, int64_t dim,
-                                 const float *correction, float *acc) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-    const float *p0 = p + r0;
-    __m256 f0 = _mm256_broadcast_ss(correction + r0), f1 = _mm256_broadcast_ss(correction + r0 + 1),
-           f2 = _mm256_broadcast_ss(correction + r0 + 2),
-           f3 = _mm256_broadcast_ss(correction + r0 + 3);
-    for (int64_t c0 = 0; c0 < dim; c0 += 16) {
-      float *o = acc + r0 * dim + c0;
-      __m256 a00 = _mm256_mul_ps(_mm256_loadu_ps(o), f0);
-      __m256 a01 = _mm256_mul_ps(_mm256_loadu_ps(o + 8), f0);
-      __m256 a10 = _mm256_mul_ps(_mm256_loadu_ps(o + dim), f1);
-      __m256 a11 = _mm256_mul_ps(_mm256_loadu_ps(o + dim + 8), f1);
-      __m256 a20 = _mm256_mul_ps(_mm256_loadu_ps(o + 2 * dim), f2);
-      __m256 a21 = _mm256_mul_ps(_mm256_loadu_ps(o + 2 * dim + 8), f2);
-      __m256 a30 = _mm256_mul_ps(_mm256_loadu_ps(o + 3 * dim), f3);
-      __m256 a31 = _mm256_mul_ps(_mm256_loadu_ps(o + 3 * dim + 8), f3);
-      const float *v_col = v + c0;
-      for (int64_t j = 0; j < keys; j++) {
-        __m256 v0 = _mm256_loadu_ps(v_col + j * v_stride);
-        __m256 v1 = _mm256_loadu_ps(v_col + j * v_stride + 8);
-        const float *pj = p0 + j * lanes;
-        __m256 b = _mm256_broadcast_ss(pj);
-        a00 = _mm256_fmadd_ps(b, v0, a00);
-        a01 = _mm256_fmadd_ps(b, v1, a01);
-        b = _mm256_broadcast_ss(pj + 1);
-        a10 = _mm256_fmadd_ps(b, v0, a10);
-        a11 = _mm256_fmadd_ps(b, v1, a11);
-        b = _mm256_broadcast_ss(pj + 2);
-        a20 = _mm256_fmadd_ps(b, v0, a20);
-        a21 = _mm256_fmadd_ps(b, v1, a21);
-        b = _mm256_broadcast_ss(pj + 3);
-        a30 = _mm256_fmadd_ps(b, v0, a30);
-        a31 = _mm256_fmadd_ps(b, v1, a31);
-      }
-      _mm256_storeu_ps(o, a00);
-      _mm256_storeu_ps(o + 8, a01);
-      _mm256_storeu_ps(o + dim, a10);
-      _mm256_storeu_ps(o + dim + 8, a11);
-      _mm256_storeu_ps(o + 2 * dim, a20);
-      _mm256_storeu_ps(o + 2 * dim + 8, a21);
-      _mm256_storeu_ps(o + 3 * dim, a30);
-      _mm256_storeu_ps(o + 3 * dim + 8, a31);
-    }
-  }
-}
-
-static const attention_kernels AVX2_KERNELS = {"avx2", load_row_avx2, score_avx2, softmax_avx2,
-                                               accumulate_avx2};
-#endif
-
-/* The plugin's instruction set (TESSERA_CPU_ISA may lower it), and F16C,
- * which AVX2 machines have but __builtin_cpu_supports cannot ask about in
- * clang 14: CPUID.1:ECX bit 29. */
-static const attention_kernels *select_kernels(void) {
-#if CPU_KERNELS_HAVE_AVX2
-  unsigned int eax, ebx, ecx, edx;
-  int f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1u);
-  if (cpu_isa_active() >= CPU_ISA_AVX2 && f16c)
-    return &AVX2_KERNELS;
-#endif
-  return &BASELINE_KERNELS;
-}
-
-/* ---- the block loop ---- */
 
 /* One task: query positions [i0, i0 + positions) of all the query heads that
  * share kv head `kv_head` in batch `batch`. Its rows are (head in group,
- * position), group-major, so each key and value tile is loaded once for the
- * whole group (GQA, MQA and decoding with Sq = 1 gain the most). */
-static void attention_block(const attention_job *job, float *scratch, int64_t task) {
-  const attention_kernels *kernels = job->kernels;
+ * position), group-major. */
+static void attention_block(const attention_job *job, const attention_tiles *t, int64_t task) {
   const tsr_attention_args *args = job->args;
   const tsr_plugin_tensor *q = &args->q, *k = &args->k, *v = &args->v;
-  const int64_t head_dim = job->head_dim, dim_pad = job->dim_pad, group = job->group;
+  const int64_t head_dim = job->head_dim, group = job->group;
   int64_t q_block = task % job->q_blocks;
   int64_t batch_kv_head = task / job->q_blocks;
   int64_t kv_head = batch_kv_head % job->kv_heads;
@@ -373,48 +397,29 @@ static void attention_block(const attention_job *job, float *scratch, int64_t ta
   int64_t i0 = q_block * job->block_positions;
   int64_t positions = min_i64(job->block_positions, job->q_len - i0);
   int64_t rows = group * positions;
-  int64_t rows_pad = round_up(rows, ROW_BLOCK);
-  int64_t lanes = rows_pad + LANE_PAD;
   int64_t shift = job->kv_len - job->q_len; /* key position of query position 0 */
   /* Causal is window_right = 0 (the core sets it); the flag is honoured anyway. */
   int64_t left = args->window_left, right = args->causal ? 0 : args->window_right;
 
-  const int64_t v_stride = job->v_stride, lanes_max = job->rows_pad + LANE_PAD;
-  float *qt = scratch;
-  float *k_tile = qt + head_dim * lanes_max;
-  float *v_tile = k_tile + job->block_kv * head_dim;
-  float *scores = v_tile + job->block_kv * v_stride;
-  float *acc = scores + job->block_kv * lanes_max;
-  float *row_max = acc + job->rows_pad * dim_pad;
-  float *row_sum = row_max + job->rows_pad;
-  float *correction = row_sum + job->rows_pad;
-  float *q_row = correction + job->rows_pad;
-  int32_t *lo = (int32_t *)(q_row + head_dim);
-  int32_t *hi = lo + job->rows_pad;
-
-  for (int64_t r = 0; r < rows_pad; r++) {
-    row_max[r] = -INFINITY;
-    row_sum[r] = 0.0f;
+  for (int64_t r = 0; r < rows; r++) {
+    t->row_max[r] = -INFINITY;
+    t->row_sum[r] = 0.0f;
+    memset(t->o + r * job->o_ld, 0, (size_t)head_dim * sizeof(float));
   }
-  memset(acc, 0, (size_t)(rows_pad * dim_pad) * sizeof(float));
 
-  /* Keys any row of the block can see; key blocks outside are never touched. */
+  /* Keys any row of the block can see; tiles outside are never touched. */
   int64_t first_pos = i0 + shift, last_pos = i0 + positions - 1 + shift;
   int64_t key_lo = left < 0 ? 0 : max_i64(0, first_pos - left);
   int64_t key_hi = right < 0 ? job->kv_len - 1 : min_i64(job->kv_len - 1, last_pos + right);
 
   if (key_lo <= key_hi) {
-    for (int64_t r = 0; r < rows_pad; r++) {
-      if (r < rows) {
-        int64_t head = kv_head * group + r / positions, i = i0 + r % positions;
-        int64_t offset = batch * q->strides[0] + i * q->strides[1] + head * q->strides[2];
-        kernels->load_row(q_row, job->q_base, job->dtype, offset, q->strides[3], head_dim);
-        for (int64_t d = 0; d < head_dim; d++)
-          qt[d * lanes + r] = q_row[d] * args->scale;
-      } else { /* padding rows take part in the products: keep them finite */
-        for (int64_t d = 0; d < head_dim; d++)
-          qt[d * lanes + r] = 0.0f;
-      }
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t head = kv_head * group + r / positions, i = i0 + r % positions;
+      int64_t offset = batch * q->strides[0] + i * q->strides[1] + head * q->strides[2];
+      float *q_row = t->q + r * job->q_ld;
+      load_row(job->level, q_row, job->q_base, job->dtype, offset, q->strides[3], head_dim, NULL);
+      for (int64_t d = 0; d < head_dim; d++)
+        q_row[d] *= args->scale;
     }
   }
 
@@ -422,48 +427,66 @@ static void attention_block(const attention_job *job, float *scratch, int64_t ta
     int64_t keys = min_i64(job->block_kv, key_hi + 1 - j0);
     int64_t k_offset = batch * k->strides[0] + j0 * k->strides[1] + kv_head * k->strides[2];
     int64_t v_offset = batch * v->strides[0] + j0 * v->strides[1] + kv_head * v->strides[2];
-    /* Copied even for f32: rows of a BSHD tensor are often 4 KiB apart, which
-     * makes the tile loops miss in cache. Value channels past head_dim stay
-     * zero from the first clear. */
-    for (int64_t j = 0; j < keys; j++) {
-      kernels->load_row(k_tile + j * head_dim, job->k_base, job->dtype,
-                        k_offset + j * k->strides[1], k->strides[3], head_dim);
-      kernels->load_row(v_tile + j * v_stride, job->v_base, job->dtype,
-                        v_offset + j * v->strides[1], v->strides[3], head_dim);
-    }
-
-    kernels->score(qt, lanes, rows_pad, k_tile, head_dim, keys, head_dim, scores);
-
-    /* Each row sees one contiguous run [lo, hi] of the tile (empty: lo > hi). */
-    int all_visible = 1;
-    for (int64_t r = 0; r < rows_pad; r++) {
-      int64_t first = 1, last = 0;
-      if (r < rows) {
-        int64_t pos = i0 + r % positions + shift;
-        first = left < 0 ? 0 : max_i64(0, pos - left - j0);
-        last = right < 0 ? keys - 1 : min_i64(keys - 1, pos + right - j0);
-        first = min_i64(first, keys);
-        last = max_i64(last, -1);
-        all_visible &= first == 0 && last == keys - 1;
+    const float *k_tile, *v_tile;
+    int64_t k_key_stride, v_key_stride, v_dim_stride;
+    if (job->direct) {
+      k_tile = (const float *)job->k_base + k_offset;
+      v_tile = (const float *)job->v_base + v_offset;
+      k_key_stride = k->strides[1];
+      v_key_stride = v->strides[1];
+      v_dim_stride = v->strides[3];
+    } else {
+      for (int64_t j = 0; j < keys; j++) {
+        load_row(job->level, t->k + j * job->kv_ld, job->k_base, job->dtype,
+                 k_offset + j * k->strides[1], k->strides[3], head_dim, NULL);
+        load_row(job->level, t->v + j * job->kv_ld, job->v_base, job->dtype,
+                 v_offset + j * v->strides[1], v->strides[3], head_dim, NULL);
       }
-      lo[r] = (int32_t)first;
-      hi[r] = (int32_t)last;
+      k_tile = t->k;
+      v_tile = t->v;
+      k_key_stride = v_key_stride = job->kv_ld;
+      v_dim_stride = 1;
     }
-    kernels->softmax(scores, lanes, rows_pad, keys, lo, hi, all_visible, row_max, row_sum,
-                     correction);
-    kernels->accumulate(scores, lanes, rows_pad, v_tile, v_stride, keys, dim_pad, correction, acc);
+
+    /* S = Q K^T with K^T turned into rows first: the GEMM packs row-major
+     * operands fastest. */
+    job->kernels->transpose(t->kt, job->s_ld, k_tile, k_key_stride, keys, head_dim);
+    cpu_tile_gemm_f32(rows, keys, head_dim, t->q, job->q_ld, t->kt, job->s_ld, 1, t->s, job->s_ld,
+                      0);
+
+    /* Each row sees one contiguous run [first, last] of the tile. */
+    int all_visible = 1;
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t pos = i0 + r % positions + shift;
+      int64_t first = left < 0 ? 0 : max_i64(0, pos - left - j0);
+      int64_t last = right < 0 ? keys - 1 : min_i64(keys - 1, pos + right - j0);
+      first = min_i64(first, keys);
+      last = max_i64(last, -1);
+      all_visible &= first == 0 && last == keys - 1;
+      t->visible[r].first = (int32_t)first;
+      t->visible[r].last = (int32_t)last;
+    }
+    job->kernels->softmax_rows(t->s, job->s_ld, rows, keys, t->visible, all_visible, t->row_max,
+                               t->row_sum, t->correction);
+    job->kernels->rescale_rows(t->o, job->o_ld, rows, head_dim, t->correction);
+
+    /* O += P V: B[j][c] is value j's channel c. */
+    cpu_tile_gemm_f32(rows, head_dim, keys, t->s, job->s_ld, v_tile, v_key_stride, v_dim_stride,
+                      t->o, job->o_ld, 1);
   }
 
   const tsr_plugin_tensor *o = &args->o, *lse = &args->lse;
   for (int64_t r = 0; r < rows; r++) {
     int64_t head = kv_head * group + r / positions, i = i0 + r % positions;
-    float *acc_row = acc + r * dim_pad;
-    float inverse = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
-    int64_t offset = batch * o->strides[0] + i * o->strides[1] + head * o->strides[2];
+    float *o_row = t->o + r * job->o_ld;
+    /* A row that saw no key gets 0 and lse -inf. */
+    float inverse = t->row_sum[r] > 0.0f ? 1.0f / t->row_sum[r] : 0.0f;
     for (int64_t d = 0; d < head_dim; d++)
-      tsr_store_from_f32(job->o_base, job->dtype, offset + d * o->strides[3], acc_row[d] * inverse);
+      o_row[d] *= inverse;
+    int64_t offset = batch * o->strides[0] + i * o->strides[1] + head * o->strides[2];
+    store_row(job->level, job->o_base, job->dtype, offset, o->strides[3], o_row, head_dim, 0);
     if (job->lse_base) {
-      float value = row_sum[r] > 0.0f ? row_max[r] + logf(row_sum[r]) : -INFINITY;
+      float value = t->row_sum[r] > 0.0f ? t->row_max[r] + logf(t->row_sum[r]) : -INFINITY;
       job->lse_base[batch * lse->strides[0] + head * lse->strides[1] + i * lse->strides[2]] = value;
     }
   }
@@ -471,9 +494,9 @@ static void attention_block(const attention_job *job, float *scratch, int64_t ta
 
 static void attention_range(void *context, int64_t begin, int64_t end, int worker) {
   const attention_job *job = context;
-  float *scratch = job->scratch + (size_t)worker * job->worker_floats;
+  attention_tiles tiles = worker_tiles(job, worker);
   for (int64_t task = begin; task < end; task++)
-    attention_block(job, scratch, task);
+    attention_block(job, &tiles, task);
 }
 
 tsr_status cpu_attention_run(const cpu_exec *exec, const tsr_attention_args *args,
@@ -496,22 +519,21 @@ tsr_status cpu_attention_run(const cpu_exec *exec, const tsr_attention_args *arg
   if (batch == 0 || job.q_len == 0 || job.q_heads == 0 || job.kv_heads == 0)
     return TSR_OK;
   job.group = job.q_heads / job.kv_heads;
+  job.level = cpu_kernel_level();
+  job.kernels = select_kernels(job.level);
+  job.direct = job.dtype == TSR_DTYPE_F32 && args->k.strides[3] == 1 && args->v.strides[3] == 1;
 
   int64_t block_q = config && config->block_q > 0 ? config->block_q : 64;
   job.block_kv = config && config->block_kv > 0 ? config->block_kv : 64;
   job.block_positions = min_i64(max_i64(1, block_q / job.group), job.q_len);
   job.block_kv = max_i64(1, min_i64(job.block_kv, job.kv_len));
   job.q_blocks = (job.q_len + job.block_positions - 1) / job.block_positions;
-  job.rows_pad = round_up(job.group * job.block_positions, ROW_BLOCK);
-  job.dim_pad = round_up(job.head_dim, DIM_BLOCK);
-  job.v_stride = job.dim_pad + LANE_PAD;
-  job.kernels = select_kernels();
-  /* qt, k tile, v tile, scores, acc, max, sum, correction, one q row, lo, hi */
-  int64_t lanes = job.rows_pad + LANE_PAD;
-  int64_t floats = job.head_dim * lanes + job.block_kv * job.head_dim +
-                   job.block_kv * job.v_stride + job.block_kv * lanes + job.rows_pad * job.dim_pad +
-                   3 * job.rows_pad + job.head_dim + 2 * job.rows_pad;
-  job.worker_floats = (size_t)round_up(floats, FLOATS_PER_LINE);
+  job.rows_max = job.group * job.block_positions;
+  job.q_ld = round_up(job.head_dim, FLOATS_PER_LINE) + ROW_PAD;
+  job.o_ld = job.q_ld;
+  job.kv_ld = job.q_ld;
+  job.s_ld = round_up(job.block_kv, FLOATS_PER_LINE) + ROW_PAD;
+  job.worker_floats = tiles_floats(&job);
 
   int threads = cpu_pool_threads(exec->pool);
   size_t bytes = job.worker_floats * sizeof(float) * (size_t)(threads > 0 ? threads : 1);
@@ -522,8 +544,6 @@ tsr_status cpu_attention_run(const cpu_exec *exec, const tsr_attention_args *arg
                bytes);
     return TSR_ERROR_OUT_OF_MEMORY;
   }
-  /* Zeroed once: tile padding (value channels past head_dim) is never written. */
-  memset(job.scratch, 0, bytes);
 
   int64_t tasks = batch * job.kv_heads * job.q_blocks;
   cpu_pool_parallel_for(exec->pool, tasks, 1, attention_range, &job);

@@ -6,7 +6,6 @@
 #define TESSERA_CPU_KERNEL_UTIL_H
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "configs.h"
@@ -16,7 +15,6 @@
  * the hot loops (__attribute__((target))) and pick one at run time. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define CPU_KERNELS_HAVE_AVX2 1
-#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define CPU_KERNELS_HAVE_AVX2 0
@@ -31,29 +29,16 @@
 /* The vector width the fused kernels run at. */
 typedef enum kernel_level { KERNEL_GENERIC = 0, KERNEL_AVX2 = 1, KERNEL_AVX512 = 2 } kernel_level;
 
-#if CPU_KERNELS_HAVE_AVX2
-/* F16C (CPUID.1:ECX bit 29), which the AVX2 and AVX-512 paths use for f16
- * conversions; every AVX2 processor has it, a hypervisor might hide it.
- * Asked once: CPUID traps to the hypervisor in a virtual machine. */
-static inline int cpu_kernels_have_f16c(void) {
-  static atomic_int known = -1;
-  int value = atomic_load_explicit(&known, memory_order_relaxed);
-  if (value < 0) {
-    unsigned int eax, ebx, ecx, edx;
-    value = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1u);
-    atomic_store_explicit(&known, value, memory_order_relaxed);
-  }
-  return value;
-}
-#endif
-
-/* Follows the plugin's instruction set (cpu_isa_active(), which
- * TESSERA_CPU_ISA may lower); asked per call, as a test may change it. */
+/* Follows the plugin's instruction-set level (cpu_isa_active(), which
+ * TESSERA_CPU_ISA may lower; the AVX2 level includes FMA and F16C, the
+ * AVX-512 one F/BW/VL/DQ); asked per call, as a test may change it. */
 static inline kernel_level cpu_kernel_level(void) {
 #if CPU_KERNELS_HAVE_AVX2
   cpu_isa isa = cpu_isa_active();
-  if (isa >= CPU_ISA_AVX2 && cpu_kernels_have_f16c())
-    return isa >= CPU_ISA_AVX512 ? KERNEL_AVX512 : KERNEL_AVX2;
+  if (cpu_isa_includes(isa, CPU_ISA_AVX512))
+    return KERNEL_AVX512;
+  if (cpu_isa_includes(isa, CPU_ISA_AVX2))
+    return KERNEL_AVX2;
 #endif
   return KERNEL_GENERIC;
 }

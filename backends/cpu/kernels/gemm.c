@@ -358,8 +358,7 @@ static void pack_b_strips(void *context, int64_t begin, int64_t end, int worker)
     int cols = (int)min64(nr, job->cols - s * nr);
 #if CPU_HAVE_X86_KERNELS
     if (plan->avx512_packing &&
-        cpu_gemm_pack_b_avx512(job->b, job->k0, job->kc, job->col0 + s * nr, cols, nr,
-                               plan->format,
+        cpu_gemm_pack_b_avx512(job->b, job->k0, job->kc, job->col0 + s * nr, cols, nr, plan->format,
                                (char *)job->b_pack + s * nr * kc_packed * plan->element_bytes))
       continue;
 #endif
@@ -427,11 +426,10 @@ static void ensure_b_strip(const gemm_step *step, int64_t s) {
   if (atomic_load_explicit(state, memory_order_acquire) == STRIP_READY)
     return;
   int expected = STRIP_EMPTY;
-  if (atomic_compare_exchange_strong_explicit(state, &expected, STRIP_PACKING,
-                                              memory_order_acquire, memory_order_acquire)) {
-    gemm_pack_b_job pack = {step->plan,  &step->problem->b, step->k0,
-                            step->kc,    step->col0,        step->cols,
-                            step->shared->b_pack};
+  if (atomic_compare_exchange_strong_explicit(state, &expected, STRIP_PACKING, memory_order_acquire,
+                                              memory_order_acquire)) {
+    gemm_pack_b_job pack = {step->plan, &step->problem->b,   step->k0, step->kc, step->col0,
+                            step->cols, step->shared->b_pack};
     pack_b_strips(&pack, s, s + 1, 0);
     atomic_store_explicit(state, STRIP_READY, memory_order_release);
     return;
@@ -857,6 +855,7 @@ void cpu_tile_gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t 
       }
     return;
   }
+  const bool avx512 = cpu_isa_includes(cpu_isa_active(), CPU_ISA_AVX512);
   gemm_operand a_view = {(char *)a, TSR_DTYPE_F32, lda, 1};
   gemm_operand b_view = {(char *)b, TSR_DTYPE_F32, b_row_stride, b_col_stride};
   int64_t k_slices = k > 0 ? (k + kc_max - 1) / kc_max : 1;
@@ -864,10 +863,24 @@ void cpu_tile_gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t 
     int64_t k0 = slice * kc_max, kc = min64(kc_max, k - k0);
     if (kc < 0)
       kc = 0;
-    for (int64_t s = 0; s * mr < m; s++)
-      pack_a_f32(&a_view, s * mr, (int)min64(mr, m - s * mr), k0, kc, mr, a_pack + s * mr * kc);
-    for (int64_t s = 0; s * nr < n; s++)
-      pack_b_f32(&b_view, k0, kc, s * nr, (int)min64(nr, n - s * nr), nr, b_pack + s * nr * kc);
+    for (int64_t s = 0; s * mr < m; s++) {
+      int rows = (int)min64(mr, m - s * mr);
+#if CPU_HAVE_X86_KERNELS
+      if (avx512 && cpu_gemm_pack_a_avx512(&a_view, s * mr, rows, k0, kc, mr, GEMM_FORMAT_F32,
+                                           a_pack + s * mr * kc))
+        continue;
+#endif
+      pack_a_f32(&a_view, s * mr, rows, k0, kc, mr, a_pack + s * mr * kc);
+    }
+    for (int64_t s = 0; s * nr < n; s++) {
+      int cols = (int)min64(nr, n - s * nr);
+#if CPU_HAVE_X86_KERNELS
+      if (avx512 && cpu_gemm_pack_b_avx512(&b_view, k0, kc, s * nr, cols, nr, GEMM_FORMAT_F32,
+                                           b_pack + s * nr * kc))
+        continue;
+#endif
+      pack_b_f32(&b_view, k0, kc, s * nr, cols, nr, b_pack + s * nr * kc);
+    }
     bool add_prior = accumulate || slice > 0;
     for (int64_t js = 0; js * nr < n; js++) {
       for (int64_t is = 0; is * mr < m; is++) {

@@ -21,6 +21,9 @@
 #include "cpu_kernel_util.h"
 
 enum { MIN_ELEMENTS_PER_CHUNK = 16384 };
+/* Softmax's fused step works in blocks of this many elements: a block is
+ * read from memory once (its max), its exponentials are taken from L1. */
+enum { SOFTMAX_BLOCK = 256 };
 
 /* The array kernels of one vector level. Arrays are contiguous f32; `stream`
  * asks for non-temporal stores of y. */
@@ -57,9 +60,18 @@ typedef struct row_kernels {
   double (*ln_step)(float *y, const float *x, float mean, float factor, const float *weight,
                     const float *bias, int64_t count, int stream, const float *next,
                     const row_ahead *ahead);
-  /* y = e * factor; returns the max of next (NaN lanes may or may not win) */
-  float (*sm_step)(float *y, const float *e, float factor, int64_t count, int stream,
-                   const float *next, const row_ahead *ahead);
+  /* Softmax in blocks of SOFTMAX_BLOCK elements. y (NULL: none) = e *
+   * factors[block]; and for next (NULL: none), per block: its max of
+   * next * scale into block_max, next_e = e^(next * scale - that max) (0
+   * where the max is -inf) and the sum of next_e into block_sum. */
+  void (*softmax_step)(float *y, const float *e, const float *factors, int64_t count, int stream,
+                       const float *next, float scale, float *next_e, float *block_max,
+                       float *block_sum, const row_ahead *ahead);
+  /* factors[b] = e^(block_max[b] - max) / sum over a row's blocks, with max
+   * the largest block max and sum the blocks' sums rescaled alike; returns
+   * max (-inf, factors unset, for a row of all -inf) */
+  float (*softmax_factors)(const float *block_max, const float *block_sum, int64_t blocks,
+                           float *factors);
   /* returns the sum of e^(x - shift); *next_max = the max of next */
   double (*xe_step)(const float *x, float shift, int64_t count, const float *next, float *next_max,
                     const row_ahead *ahead);
@@ -177,17 +189,14 @@ static double exp_sum_generic(float *e, const float *x, float scale, float shift
   return result;
 }
 
-static const row_kernels GENERIC_KERNELS = {sum_generic,
-                                            sum_squares_generic,
-                                            add_sum_squares_generic,
-                                            scale_generic,
-                                            normalize_generic,
-                                            max_scaled_generic,
-                                            exp_sum_generic,
-                                            NULL,
-                                            NULL,
-                                            NULL,
-                                            NULL};
+/* No fused steps: the row loops run the passes one after another. */
+static const row_kernels GENERIC_KERNELS = {.sum = sum_generic,
+                                            .sum_squares = sum_squares_generic,
+                                            .add_sum_squares = add_sum_squares_generic,
+                                            .scale = scale_generic,
+                                            .normalize = normalize_generic,
+                                            .max_scaled = max_scaled_generic,
+                                            .exp_sum = exp_sum_generic};
 
 /* The vector kernels sum exponentials in f32 over blocks of this many
  * elements (a few per lane) and add the blocks in double. */
@@ -344,17 +353,13 @@ TARGET_AVX2 static double exp_sum_avx2(float *e, const float *x, float scale, fl
   return total;
 }
 
-static const row_kernels AVX2_KERNELS = {sum_avx2,
-                                         sum_squares_avx2,
-                                         add_sum_squares_avx2,
-                                         scale_avx2,
-                                         normalize_avx2,
-                                         max_scaled_avx2,
-                                         exp_sum_avx2,
-                                         NULL,
-                                         NULL,
-                                         NULL,
-                                         NULL};
+static const row_kernels AVX2_KERNELS = {.sum = sum_avx2,
+                                         .sum_squares = sum_squares_avx2,
+                                         .add_sum_squares = add_sum_squares_avx2,
+                                         .scale = scale_avx2,
+                                         .normalize = normalize_avx2,
+                                         .max_scaled = max_scaled_avx2,
+                                         .exp_sum = exp_sum_avx2};
 
 /* ---- AVX-512 ---- */
 
@@ -574,26 +579,77 @@ TARGET_AVX512 static double ln_step_avx512(float *y, const float *x, float mean,
   return _mm512_reduce_add_pd(_mm512_add_pd(c.low, c.high));
 }
 
-typedef struct sm_step_context {
-  const float *e, *next;
-  float factor;
-  const row_ahead *ahead;
-  __m512 max;
-} sm_step_context;
-
-TARGET_AVX512 static ALWAYS_INLINE __m512 sm_step_block_avx512(void *context, int64_t i,
-                                                               __mmask16 m) {
-  sm_step_context *c = context;
-  prefetch_ahead(c->ahead, i);
-  c->max = _mm512_mask_max_ps(c->max, m, c->max, _mm512_maskz_loadu_ps(m, c->next + i));
-  return _mm512_mul_ps(_mm512_maskz_loadu_ps(m, c->e + i), _mm512_set1_ps(c->factor));
+TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const float *factors,
+                                              int64_t count, int stream, const float *next,
+                                              float scale, float *next_e, float *block_max,
+                                              float *block_sum, const row_ahead *ahead) {
+  const __m512 s = _mm512_set1_ps(scale);
+  for (int64_t b = 0; b < count; b += SOFTMAX_BLOCK) {
+    int64_t n = count - b < SOFTMAX_BLOCK ? count - b : SOFTMAX_BLOCK;
+    __m512 factor = _mm512_set1_ps(y ? factors[b / SOFTMAX_BLOCK] : 0.0f);
+    if (!next) {
+      for (int64_t i = b; i < b + n; i += 16) {
+        __mmask16 m = lanes_avx512(b + n - i);
+        store16_avx512(y + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), factor), m, stream);
+      }
+      continue;
+    }
+    /* The block's max (its first read, from memory), then its exponentials
+     * (from L1) together with this block of y. */
+    __m512 max = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = b; i < b + n; i += 16) {
+      prefetch_ahead(ahead, i);
+      __mmask16 m = lanes_avx512(b + n - i);
+      max = _mm512_mask_max_ps(max, m, max, _mm512_maskz_loadu_ps(m, next + i));
+    }
+    float block = _mm512_reduce_max_ps(max) * scale;
+    __m512 shift = _mm512_set1_ps(block == -INFINITY ? 0.0f : block);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = b; i < b + n; i += 16) {
+      __mmask16 m = lanes_avx512(b + n - i);
+      __m512 v = _mm512_maskz_mov_ps(
+          m, exp_avx512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, next + i), s, shift)));
+      _mm512_mask_storeu_ps(next_e + i, m, v);
+      sum = _mm512_add_ps(sum, v);
+      if (y)
+        store16_avx512(y + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), factor), m, stream);
+    }
+    block_max[b / SOFTMAX_BLOCK] = block;
+    block_sum[b / SOFTMAX_BLOCK] = _mm512_reduce_add_ps(sum);
+  }
 }
 
-TARGET_AVX512 static float sm_step_avx512(float *y, const float *e, float factor, int64_t count,
-                                          int stream, const float *next, const row_ahead *ahead) {
-  sm_step_context c = {e, next, factor, ahead, _mm512_set1_ps(-INFINITY)};
-  map_avx512(y, count, stream, sm_step_block_avx512, &c);
-  return _mm512_reduce_max_ps(c.max);
+TARGET_AVX512 static float softmax_factors_avx512(const float *block_max, const float *block_sum,
+                                                  int64_t blocks, float *factors) {
+  __m512 max = _mm512_set1_ps(-INFINITY);
+  for (int64_t b = 0; b < blocks; b += 16) {
+    __mmask16 m = lanes_avx512(blocks - b);
+    max = _mm512_mask_max_ps(max, m, max, _mm512_maskz_loadu_ps(m, block_max + b));
+  }
+  float row_max = _mm512_reduce_max_ps(max);
+  if (row_max == -INFINITY)
+    return row_max;
+  /* NaN or +inf blocks make every factor NaN through the sum. */
+  __m512d total = _mm512_setzero_pd();
+  for (int64_t b = 0; b < blocks; b += 16) {
+    __mmask16 m = lanes_avx512(blocks - b);
+    __m512 w =
+        _mm512_maskz_mov_ps(m, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, block_max + b),
+                                                        _mm512_set1_ps(row_max))));
+    _mm512_mask_storeu_ps(factors + b, m, w);
+    __m512 weighted = _mm512_mul_ps(w, _mm512_maskz_loadu_ps(m, block_sum + b));
+    __m512d high = _mm512_setzero_pd();
+    accumulate_pd_avx512(&total, &high, weighted);
+    total = _mm512_add_pd(total, high);
+  }
+  float inverse = (float)(1.0 / _mm512_reduce_add_pd(total));
+  for (int64_t b = 0; b < blocks; b += 16) {
+    __mmask16 m = lanes_avx512(blocks - b);
+    _mm512_mask_storeu_ps(
+        factors + b, m,
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, factors + b), _mm512_set1_ps(inverse)));
+  }
+  return row_max;
 }
 
 TARGET_AVX512 static double xe_step_avx512(const float *x, float shift, int64_t count,
@@ -620,10 +676,18 @@ TARGET_AVX512 static double xe_step_avx512(const float *x, float shift, int64_t 
   return total;
 }
 
-static const row_kernels AVX512_KERNELS = {
-    sum_avx512,       sum_squares_avx512, add_sum_squares_avx512, scale_avx512,
-    normalize_avx512, max_scaled_avx512,  exp_sum_avx512,         rms_step_avx512,
-    ln_step_avx512,   sm_step_avx512,     xe_step_avx512};
+static const row_kernels AVX512_KERNELS = {.sum = sum_avx512,
+                                           .sum_squares = sum_squares_avx512,
+                                           .add_sum_squares = add_sum_squares_avx512,
+                                           .scale = scale_avx512,
+                                           .normalize = normalize_avx512,
+                                           .max_scaled = max_scaled_avx512,
+                                           .exp_sum = exp_sum_avx512,
+                                           .rms_step = rms_step_avx512,
+                                           .ln_step = ln_step_avx512,
+                                           .softmax_step = softmax_step_avx512,
+                                           .softmax_factors = softmax_factors_avx512,
+                                           .xe_step = xe_step_avx512};
 
 #endif /* CPU_KERNELS_HAVE_AVX2 */
 
@@ -988,27 +1052,47 @@ static float softmax_exponentials(const row_kernels *k, float *e, const float *x
   return (float)(1.0 / k->exp_sum(e, x, scale, max, width));
 }
 
+/* Per-worker scratch of the pipelined softmax: two rows of exponentials
+ * and, per row of blocks, two sets of factors and the blocks' maxima and
+ * sums. */
+static int64_t softmax_direct_floats(int64_t width) {
+  int64_t blocks = (width + SOFTMAX_BLOCK - 1) / SOFTMAX_BLOCK;
+  return 2 * width + 4 * ((blocks + 15) / 16 * 16);
+}
+
+/* Rows of f32 in place: each row's output pass fused with the reading of the
+ * next row (block maxima, exponentials relative to them); a row's
+ * exponentials alternate between two scratch rows. */
 static void softmax_direct(const softmax_job *job, int64_t begin, int64_t end, int worker) {
   const tsr_softmax_args *args = job->args;
   const row_kernels *k = job->rows.kernels;
   const int64_t width = job->rows.width;
-  const float scale = args->scale; /* positive: max(x * scale) = max(x) * scale */
-  float *e = worker_scratch(&job->rows, worker);
+  const int64_t blocks = (width + SOFTMAX_BLOCK - 1) / SOFTMAX_BLOCK;
+  const int64_t block_floats = (blocks + 15) / 16 * 16;
+  float *e[2], *factors[2];
+  e[0] = worker_scratch(&job->rows, worker);
+  e[1] = e[0] + width;
+  factors[0] = e[1] + width;
+  factors[1] = factors[0] + block_floats;
+  float *block_max = factors[1] + block_floats, *block_sum = block_max + block_floats;
   row_ahead plan;
   const float *x = f32_row(&args->x, begin);
-  float max = k->max_scaled(x, scale, width, plan_ahead(&plan, &args->x, NULL, begin, end));
-  float factor = softmax_exponentials(k, e, x, scale, max, width);
+  k->softmax_step(NULL, NULL, NULL, width, 0, x, args->scale, e[0], block_max, block_sum,
+                  plan_ahead(&plan, &args->x, NULL, begin, end));
   for (int64_t row = begin; row < end; row++) {
-    float *y = f32_row(&args->y, row);
-    if (row + 1 == end) {
-      k->scale(y, e, factor, NULL, width, job->stream);
-      break;
+    int current = (int)((row - begin) & 1);
+    if (k->softmax_factors(block_max, block_sum, blocks, factors[current]) == -INFINITY) {
+      /* every score -inf: zeros; a NaN (ignored by the max) wins */
+      float fill = has_nan(x, width) ? NAN : 0.0f;
+      for (int64_t i = 0; i < width; i++)
+        e[current][i] = fill;
+      for (int64_t b = 0; b < blocks; b++)
+        factors[current][b] = 1.0f;
     }
-    x = f32_row(&args->x, row + 1);
-    max = k->sm_step(y, e, factor, width, job->stream, x,
-                     plan_ahead(&plan, &args->x, NULL, row + 1, end)) *
-          scale;
-    factor = softmax_exponentials(k, e, x, scale, max, width);
+    x = row + 1 < end ? f32_row(&args->x, row + 1) : NULL;
+    k->softmax_step(f32_row(&args->y, row), e[current], factors[current], width, job->stream, x,
+                    args->scale, e[1 - current], block_max, block_sum,
+                    x ? plan_ahead(&plan, &args->x, NULL, row + 1, end) : NULL);
   }
   if (job->stream)
     stream_fence(job->rows.level);
@@ -1046,11 +1130,12 @@ tsr_status cpu_softmax_run(const cpu_exec *exec, const tsr_softmax_args *args) {
   if (rows == 0 || width == 0)
     return TSR_OK;
   softmax_job job = {.args = args};
-  if (!row_job_init(&job.rows, exec, width, 2 * width, 0, "cannot allocate softmax scratch"))
+  if (!row_job_init(&job.rows, exec, width, softmax_direct_floats(width), 0,
+                    "cannot allocate softmax scratch"))
     return TSR_ERROR_OUT_OF_MEMORY;
   job.stream = should_stream(rows * width, args->y.dtype);
   const tsr_plugin_tensor *tensors[2] = {&args->x, &args->y};
-  job.direct = job.rows.kernels->sm_step && all_rows_f32(tensors, 2);
+  job.direct = job.rows.kernels->softmax_step && all_rows_f32(tensors, 2);
   cpu_pool_parallel_for(exec->pool, rows, row_grain(width), softmax_range, &job);
   free(job.rows.scratch);
   return TSR_OK;
