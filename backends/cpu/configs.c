@@ -176,6 +176,25 @@ static void detect_caches(cpu_caches *c) {
   }
   memset(c, 0, sizeof *c);
   c->line = 64;
+  /* AMD's older leaves, which hypervisors that hide 0x8000001D (and the
+   * topology-extensions bit) still pass through: L1d KiB in 0x80000005 ECX
+   * bits 31:24, L2 KiB in 0x80000006 ECX 31:16, L3 in 512 KiB units in EDX
+   * 31:18, the line size in the low byte of each. */
+  if (max_extended >= 0x80000006u && __get_cpuid(0x80000005u, &eax, &ebx, &ecx, &edx) &&
+      (ecx >> 24) != 0) {
+    c->l1d = (int64_t)(ecx >> 24) << 10;
+    c->line = (int)(ecx & 0xffu);
+    if (__get_cpuid(0x80000006u, &eax, &ebx, &ecx, &edx)) {
+      c->l2 = (int64_t)(ecx >> 16) << 10;
+      c->l3 = (int64_t)(edx >> 18) << 19;
+    }
+    if (c->l2 > 0) {
+      c->source = "cpuid leaves 0x80000005/6";
+      return;
+    }
+  }
+  memset(c, 0, sizeof *c);
+  c->line = 64;
 #endif
   if (caches_from_sysfs(c)) {
     c->source = "sysfs";
@@ -591,7 +610,7 @@ static int op_is_elementwise(tsr_op op) {
 /* Rows per matrix product, columns, depth, and whether B has a unit stride
  * in one direction (what the gemv path streams well). */
 static void gemm_shape_of(tsr_op op, const void *args, int64_t *m, int64_t *n, int64_t *k,
-                          bool *b_unit_stride) {
+                          bool *b_unit_stride, int32_t *b_dtype) {
   const tsr_plugin_tensor *b;
   int b_row_dim;
   if (op == TSR_OP_GEMM) {
@@ -617,21 +636,30 @@ static void gemm_shape_of(tsr_op op, const void *args, int64_t *m, int64_t *n, i
     b_row_dim = 1;
   }
   *b_unit_stride = b->strides[b_row_dim + 1] == 1 || b->strides[b_row_dim] == 1;
+  *b_dtype = b->dtype;
 }
 
 /* Up to this many rows the products are bound by reading B, and the gemv
- * path (B streamed once, no packing) is the faster one. */
-enum { GEMM_GEMV_MAX_ROWS = 16 };
+ * path (B streamed once, no packing) is the faster one. Its partial sums
+ * cost a load and a store per row of A for each vector of B, so with more
+ * rows it turns bound by stores; the packed path's vdpbf16ps kernels make
+ * bf16 cross over sooner (measured on Zen 5, 4096 x 4096: notes/cpu-gemm.md). */
+enum { GEMM_GEMV_MAX_ROWS = 8, GEMM_GEMV_MAX_ROWS_BF16 = 4 };
 
 static const cpu_gemm_config *gemm_heuristic(tsr_op op, const void *args, char *reason,
                                              size_t capacity) {
   int64_t m, n, k;
   bool b_unit_stride;
-  gemm_shape_of(op, args, &m, &n, &k, &b_unit_stride);
+  int32_t b_dtype;
+  gemm_shape_of(op, args, &m, &n, &k, &b_unit_stride, &b_dtype);
   cpu_isa level = cpu_isa_active();
   cpu_isa family = gemm_family(level);
   const char *rows_word = op == TSR_OP_GEMM ? "M" : "mean rows per group";
-  bool gemv = m <= GEMM_GEMV_MAX_ROWS && b_unit_stride;
+  const int gemv_max_rows =
+      b_dtype == TSR_DTYPE_BF16 && cpu_isa_includes(level, CPU_ISA_AVX512_BF16)
+          ? GEMM_GEMV_MAX_ROWS_BF16
+          : GEMM_GEMV_MAX_ROWS;
+  bool gemv = m <= gemv_max_rows && b_unit_stride;
   const cpu_gemm_config *pick = find_gemm_config(family, gemv ? CPU_GEMM_GEMV : CPU_GEMM_PACKED);
   if (reason) {
     if (gemv)
@@ -639,7 +667,7 @@ static const cpu_gemm_config *gemm_heuristic(tsr_op op, const void *args, char *
                "%s = %lld, N = %lld, K = %lld on %s: at most %d rows, reading B is the cost; "
                "stream it once, unpacked, over all threads",
                rows_word, (long long)m, (long long)n, (long long)k, cpu_isa_name(level),
-               GEMM_GEMV_MAX_ROWS);
+               gemv_max_rows);
     else
       snprintf(reason, capacity,
                "%s = %lld, N = %lld, K = %lld on %s: the %s %dx%d register block with cache "

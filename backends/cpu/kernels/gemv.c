@@ -31,6 +31,12 @@ enum {
   GEMV_SUM_COLUMNS = 256,
   /* Rows of A per register group in the unit-row-stride kernels. */
   GEMV_ROW_GROUP = 4,
+  /* L1 bytes the AVX-512 row kernel gives the partial rows it updates. */
+  GEMV_L1_PARTIAL_BYTES = 24 << 10,
+  /* How far ahead of its loads that kernel prefetches. */
+  GEMV_PREFETCH_BYTES = 2048,
+  /* Page size for placing the partial sums (see gemv_partials). */
+  GEMV_PAGE_BYTES = 4096,
 };
 
 enum { GEMV_B_ROWS, GEMV_B_COLUMNS, GEMV_B_STRIDED };
@@ -46,8 +52,11 @@ typedef struct gemv_job {
   int layout;
   const float *a; /* m x k f32 rows, lda apart */
   int64_t lda;
-  float *partials; /* parts x m x n */
-  int parts;       /* K split into this many parts (1: N split) */
+  float *partials;     /* parts x m x ldp floats, part_stride apart */
+  int64_t ldp;         /* floats between partial rows */
+  int64_t part_stride; /* floats between parts */
+  bool pairs;          /* bf16 layout of rows_avx512: 32-column groups as [even][odd] */
+  int parts;           /* K split into this many parts (1: N split) */
   int shares;
   float alpha, beta;
   int32_t activation;
@@ -69,7 +78,7 @@ static void strided_rows_generic(const gemv_job *job, int64_t k0, int64_t k1, in
       line[j] = tsr_load_as_f32(row, p->b.dtype, j * p->b.cs);
     for (int64_t i = 0; i < m; i++) {
       float a_ik = job->a[i * job->lda + k];
-      float *out = P + i * p->n + n0;
+      float *out = P + i * job->ldp + n0;
       for (int64_t j = 0; j < n1 - n0; j++)
         out[j] += a_ik * line[j];
     }
@@ -88,7 +97,7 @@ static void columns_generic(const gemv_job *job, int64_t k0, int64_t k1, int64_t
       float sum = 0.0f;
       for (int64_t k = 0; k < k1 - k0; k++)
         sum += a[k0 + k] * tsr_load_as_f32(column, p->b.dtype, k);
-      P[i * p->n + j] = sum;
+      P[i * job->ldp + j] = sum;
     }
   }
 }
@@ -115,65 +124,96 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 __m512 load_avx512(const char *p, i
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
 }
 
-/* P[i][j] += sum over k of a[i][k] * B[k][j], B with unit column stride:
- * four consecutive rows of B at a time (four streams), 16 columns per step,
- * partial rows in L1. (Software prefetch ahead of the streams and streams a
- * quarter of K apart were both measured slower on Zen 4: notes/cpu-gemm.md.) */
+/* P[i][j] += sum over k of a[i][k] * B[k][j], B with unit column stride,
+ * one row of B at a time: the thread's rows of B are then one sequential
+ * stream, the access pattern that reaches the read bandwidth (on Zen 5, 2
+ * threads: one stream each ~75 GB/s, four ~62, eight ~50; notes/cpu-gemm.md).
+ * The partial rows stay in L1: when m rows of P over all columns would not
+ * fit, columns go in chunks of `chunk` and each chunk walks all the rows.
+ * Software prefetch 2 KiB ahead in the stream (or the next row's chunk) hides
+ * the time the loop spends on P.
+ * bf16 is widened with one shift (even columns) and one mask (odd columns)
+ * of a 32-element load, no shuffles: P then holds each group of 32 columns
+ * as [16 even][16 odd], which gemv_finish puts back in order. */
+/* P[i][j0 + 0..63] += a[i][k] * B[k][j0 + 0..63] for i < m: 64 columns of
+ * one row of B (`lanes` of them valid, for the tail). */
+static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void row_step_avx512(const char *at, const float *a_k,
+                                                                  int64_t lda, float *P,
+                                                                  int64_t ldp, int64_t m,
+                                                                  int64_t lanes, const int dtype) {
+  __m512 b[4];
+  if (dtype == TSR_DTYPE_BF16) {
+    const __m512i odd_half = _mm512_set1_epi32((int)0xffff0000u);
+    for (int h = 0; h < 2; h++) {
+      int64_t left = lanes - 32 * h;
+      __mmask32 mask = left >= 32  ? (__mmask32)0xffffffffu
+                       : left <= 0 ? (__mmask32)0
+                                   : (__mmask32)((1u << left) - 1u);
+      __m512i x = _mm512_maskz_loadu_epi16(mask, at + 64 * h);
+      b[2 * h] = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+      b[2 * h + 1] = _mm512_castsi512_ps(_mm512_and_si512(x, odd_half));
+    }
+  } else {
+    const int64_t eb = gemm_dtype_bytes(dtype);
+    for (int v = 0; v < 4; v++)
+      b[v] = load_avx512(at + 16 * v * eb, dtype, lanes_below(lanes - 16 * v));
+  }
+  for (int64_t i = 0; i < m; i++) {
+    __m512 ai = _mm512_set1_ps(a_k[i * lda]);
+    float *out = P + i * ldp;
+    for (int v = 0; v < 4; v++)
+      _mm512_store_ps(out + 16 * v, _mm512_fmadd_ps(ai, b[v], _mm512_load_ps(out + 16 * v)));
+  }
+}
+
 static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void rows_avx512_dtype(const gemv_job *job, int64_t k0,
                                                                     int64_t k1, int64_t n0,
                                                                     int64_t n1, float *P,
-                                                                    const int dtype) {
+                                                                    const int dtype, const int m1) {
   const gemm_problem *p = job->p;
-  const int64_t m = p->m, ldp = p->n, lda = job->lda;
+  const int64_t m = m1 ? 1 : p->m, ldp = job->ldp, lda = job->lda;
   const int64_t eb = gemm_dtype_bytes(dtype), row_bytes = p->b.rs * eb;
-  const float *a = job->a;
-  int64_t k = k0;
-  for (; k + 4 <= k1; k += 4) {
-    const char *r0 = gemm_at(&p->b, k, 0), *r1 = r0 + row_bytes, *r2 = r1 + row_bytes,
-               *r3 = r2 + row_bytes;
-    for (int64_t j = n0; j < n1; j += 16) {
-      __mmask16 mask = lanes_below(n1 - j);
-      const int64_t at = j * eb;
-      __m512 b0 = load_avx512(r0 + at, dtype, mask), b1 = load_avx512(r1 + at, dtype, mask),
-             b2 = load_avx512(r2 + at, dtype, mask), b3 = load_avx512(r3 + at, dtype, mask);
-      for (int64_t i = 0; i < m; i++) {
-        const float *ai = a + i * lda + k;
-        float *out = P + i * ldp + j;
-        __m512 acc = _mm512_maskz_loadu_ps(mask, out);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(ai[0]), b0, acc);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(ai[1]), b1, acc);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(ai[2]), b2, acc);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(ai[3]), b3, acc);
-        _mm512_mask_storeu_ps(out, mask, acc);
+  int64_t chunk = GEMV_L1_PARTIAL_BYTES / (4 * m) / 64 * 64;
+  if (chunk < 64)
+    chunk = 64;
+  for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
+    const int64_t c1 = min64(n1, c0 + chunk);
+    const int64_t ahead = c1 - c0 == p->n ? GEMV_PREFETCH_BYTES : row_bytes;
+    const int64_t full_end = c0 + (c1 - c0) / 64 * 64;
+    for (int64_t k = k0; k < k1; k++) {
+      const char *row = gemm_at(&p->b, k, 0);
+      const float *a_k = job->a + k;
+      int64_t j = c0;
+      for (; j < full_end; j += 64) {
+        const char *at = row + j * eb;
+        for (int64_t line = 0; line < 64 * eb; line += 64)
+          _mm_prefetch(at + line + ahead, _MM_HINT_T0);
+        row_step_avx512(at, a_k, lda, P + j, ldp, m, 64, dtype);
       }
-    }
-  }
-  for (; k < k1; k++) {
-    const char *r0 = gemm_at(&p->b, k, 0);
-    for (int64_t j = n0; j < n1; j += 16) {
-      __mmask16 mask = lanes_below(n1 - j);
-      __m512 b0 = load_avx512(r0 + j * eb, dtype, mask);
-      for (int64_t i = 0; i < m; i++) {
-        float *out = P + i * ldp + j;
-        __m512 acc = _mm512_maskz_loadu_ps(mask, out);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i * lda + k]), b0, acc);
-        _mm512_mask_storeu_ps(out, mask, acc);
-      }
+      if (j < c1)
+        row_step_avx512(row + j * eb, a_k, lda, P + j, ldp, m, c1 - j, dtype);
     }
   }
 }
 
 GEMM_TARGET_AVX512 static void rows_avx512(const gemv_job *job, int64_t k0, int64_t k1, int64_t n0,
                                            int64_t n1, float *P) {
+  const int m1 = job->p->m == 1; /* decode: the row loop unrolled away */
   switch (job->p->b.dtype) {
   case TSR_DTYPE_F32:
-    rows_avx512_dtype(job, k0, k1, n0, n1, P, TSR_DTYPE_F32);
+    if (m1)
+      rows_avx512_dtype(job, k0, k1, n0, n1, P, TSR_DTYPE_F32, 1);
+    else
+      rows_avx512_dtype(job, k0, k1, n0, n1, P, TSR_DTYPE_F32, 0);
     break;
   case TSR_DTYPE_F16:
-    rows_avx512_dtype(job, k0, k1, n0, n1, P, TSR_DTYPE_F16);
+    rows_avx512_dtype(job, k0, k1, n0, n1, P, TSR_DTYPE_F16, 0);
     break;
   default:
-    rows_avx512_dtype(job, k0, k1, n0, n1, P, TSR_DTYPE_BF16);
+    if (m1)
+      rows_avx512_dtype(job, k0, k1, n0, n1, P, TSR_DTYPE_BF16, 1);
+    else
+      rows_avx512_dtype(job, k0, k1, n0, n1, P, TSR_DTYPE_BF16, 0);
     break;
   }
 }
@@ -209,7 +249,7 @@ columns_group_avx512(const gemv_job *job, int64_t i0, int64_t k0, int64_t k1, in
   }
   for (int i = 0; i < rows; i++)
     for (int c = 0; c < columns; c++)
-      P[(i0 + i) * p->n + j + c] = _mm512_reduce_add_ps(acc[i][c]);
+      P[(i0 + i) * job->ldp + j + c] = _mm512_reduce_add_ps(acc[i][c]);
 }
 
 static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void columns_avx512_dtype(const gemv_job *job,
@@ -278,7 +318,7 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX2 void rows_avx2_dtype(const gemv_job *
                                                                 int64_t k1, int64_t n0, int64_t n1,
                                                                 float *P, const int dtype) {
   const gemm_problem *p = job->p;
-  const int64_t m = p->m, ldp = p->n, lda = job->lda;
+  const int64_t m = p->m, ldp = job->ldp, lda = job->lda;
   const int64_t eb = gemm_dtype_bytes(dtype), row_bytes = p->b.rs * eb;
   const float *a = job->a;
   int64_t full_end = n0 + (n1 - n0) / 8 * 8;
@@ -373,7 +413,7 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX2 void columns_avx2_dtype(const gemv_jo
         float sum = sum_avx2(acc[c]);
         for (int64_t kk = k; kk < length; kk++)
           sum += a_row[kk] * tsr_load_as_f32(col[c], dtype, kk);
-        P[i * p->n + j + c] = sum;
+        P[i * job->ldp + j + c] = sum;
       }
     }
   }
@@ -412,24 +452,23 @@ static void gemv_share(void *context, int64_t t, int64_t shares, int worker) {
     int64_t quads = (p->k + 3) / 4;
     k0 = min64(p->k, quads * t / shares * 4);
     k1 = min64(p->k, quads * (t + 1) / shares * 4);
-    P += t * p->m * p->n;
+    P += t * job->part_stride;
   } else {
-    int64_t align = job->layout == GEMV_B_COLUMNS ? 4 : 16;
+    int64_t align = job->layout == GEMV_B_COLUMNS ? 4 : 64;
     int64_t units = (p->n + align - 1) / align;
     n0 = min64(p->n, units * t / shares * align);
     n1 = min64(p->n, units * (t + 1) / shares * align);
   }
   if (n0 >= n1)
     return;
-  if (job->layout != GEMV_B_COLUMNS)
+  /* The row kernels add into P, including the padding columns up to ldp
+   * that the last vector store covers. */
+  const int64_t zero_end = n1 == p->n ? job->ldp : n1;
+  if (job->layout != GEMV_B_COLUMNS || k0 >= k1)
     for (int64_t i = 0; i < p->m; i++)
-      memset(P + i * p->n + n0, 0, (size_t)(n1 - n0) * sizeof *P);
-  if (k0 >= k1) {
-    if (job->layout == GEMV_B_COLUMNS)
-      for (int64_t i = 0; i < p->m; i++)
-        memset(P + i * p->n + n0, 0, (size_t)(n1 - n0) * sizeof *P);
+      memset(P + i * job->ldp + n0, 0, (size_t)(zero_end - n0) * sizeof *P);
+  if (k0 >= k1)
     return;
-  }
 #if CPU_HAVE_X86_KERNELS
   if (job->isa == CPU_ISA_AVX512 && job->layout == GEMV_B_ROWS) {
     rows_avx512(job, k0, k1, n0, n1, P);
@@ -462,8 +501,20 @@ static void gemv_share(void *context, int64_t t, int64_t shares, int worker) {
   for (int64_t k = k0; k < k1; k++)
     for (int64_t i = 0; i < p->m; i++)
       for (int64_t j = n0; j < n1; j++)
-        P[i * p->n + j] +=
+        P[i * job->ldp + j] +=
             job->a[i * job->lda + k] * tsr_load_as_f32(gemm_at(&p->b, k, j), p->b.dtype, 0);
+}
+
+/* Puts columns stored as 32-column groups of [16 even][16 odd] (the bf16
+ * layout of rows_avx512) back in order. GEMV_SUM_COLUMNS is a multiple of 32,
+ * so a chunk starts at a group. */
+static void gemv_unpair(float *sum, int cols) {
+  float group[32];
+  for (int g = 0; g < cols; g += 32) { /* sum holds whole groups */
+    memcpy(group, sum + g, sizeof group);
+    for (int r = 0; r < 32 && g + r < cols; r++)
+      sum[g + r] = group[(r & 1) ? 16 + r / 2 : r / 2];
+  }
 }
 
 /* Columns [begin, end) x GEMV_SUM_COLUMNS: sums the parts, then the
@@ -476,16 +527,21 @@ static void gemv_finish(void *context, int64_t begin, int64_t end, int worker) {
   for (int64_t chunk = begin; chunk < end; chunk++) {
     int64_t j0 = chunk * GEMV_SUM_COLUMNS;
     int cols = (int)min64(GEMV_SUM_COLUMNS, p->n - j0);
+    /* Paired columns: the last group's odd half sits past `cols`. */
+    int stored = job->pairs ? (int)min64(GEMV_SUM_COLUMNS, job->ldp - j0) : cols;
     for (int64_t i0 = 0; i0 < p->m; i0 += 16) {
       int rows = (int)min64(16, p->m - i0);
       for (int i = 0; i < rows; i++) {
         float *sum = sums + i * GEMV_SUM_COLUMNS;
-        memcpy(sum, job->partials + (i0 + i) * p->n + j0, (size_t)cols * sizeof *sum);
+        const float *row = job->partials + (i0 + i) * job->ldp + j0;
+        memcpy(sum, row, (size_t)stored * sizeof *sum);
         for (int part = 1; part < job->parts; part++) {
-          const float *add = job->partials + (part * p->m + i0 + i) * p->n + j0;
-          for (int j = 0; j < cols; j++)
+          const float *add = row + part * job->part_stride;
+          for (int j = 0; j < stored; j++)
             sum[j] += add[j];
         }
+        if (job->pairs)
+          gemv_unpair(sum, cols);
       }
       gemm_tile_out out = {.rows = rows,
                            .cols = cols,
@@ -522,6 +578,26 @@ static tsr_status gemv_fail(const cpu_exec *exec, const char *message) {
   return TSR_ERROR_OUT_OF_MEMORY;
 }
 
+/* Allocates the partial sums (returns the block to free; sets partials,
+ * ldp and part_stride). Rows are padded to 64 columns for the full-vector
+ * stores of the row kernels (64 columns a step). Each part starts at a page offset 2 KiB away
+ * from B's: a load of B and a store to P whose addresses agree in their low
+ * 12 bits can be taken for dependent (4K aliasing) and stall the stream. */
+static void *gemv_partials(gemv_job *job, int parts) {
+  const gemm_problem *p = job->p;
+  job->ldp = (p->n + 63) / 64 * 64;
+  const int64_t page_floats = GEMV_PAGE_BYTES / (int64_t)sizeof(float);
+  job->part_stride = (p->m * job->ldp + page_floats - 1) / page_floats * page_floats;
+  size_t bytes = (size_t)(parts * job->part_stride + page_floats) * sizeof(float);
+  char *block = aligned_alloc(GEMV_PAGE_BYTES, bytes);
+  if (!block)
+    return NULL;
+  uintptr_t b_offset = (uintptr_t)p->b.base % GEMV_PAGE_BYTES;
+  uintptr_t shift = (b_offset + GEMV_PAGE_BYTES / 2) % GEMV_PAGE_BYTES / 64 * 64;
+  job->partials = (float *)(block + shift);
+  return block;
+}
+
 static tsr_status gemv_one(const cpu_exec *exec, int isa, const gemm_problem *p, float alpha,
                            float beta, int32_t activation) {
   const int threads = cpu_pool_threads(exec->pool);
@@ -555,15 +631,16 @@ static tsr_status gemv_one(const cpu_exec *exec, int isa, const gemm_problem *p,
   job.shares = parts > 1 ? parts : (int)min64(threads, (p->n + 15) / 16);
   if (job.shares < 1)
     job.shares = 1;
-  job.partials = malloc((size_t)(parts * p->m * p->n) * sizeof *job.partials);
-  if (!job.partials) {
+  job.pairs = isa == CPU_ISA_AVX512 && job.layout == GEMV_B_ROWS && p->b.dtype == TSR_DTYPE_BF16;
+  void *partials_block = gemv_partials(&job, parts);
+  if (!partials_block) {
     free(a_copy);
     return gemv_fail(exec, "cpu gemv: cannot allocate the partial sums");
   }
   cpu_pool_run_threads(exec->pool, job.shares, gemv_share, &job);
   int64_t chunks = (p->n + GEMV_SUM_COLUMNS - 1) / GEMV_SUM_COLUMNS;
   cpu_pool_parallel_for(exec->pool, chunks, 2, gemv_finish, &job);
-  free(job.partials);
+  free(partials_block);
   free(a_copy);
   return TSR_OK;
 }
