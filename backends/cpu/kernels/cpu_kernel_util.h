@@ -171,9 +171,13 @@ static ALWAYS_INLINE float exp_f32(float x) {
  * of its row the pass prefetches element i of each stream in `rows` (up to
  * two: x and a residual), for i < limit. The streams start some way ahead
  * of the current row (see plan_ahead), so the row's later passes and the
- * next row's first pass find their data in L2. Measured here: a streaming
- * loop that also computes reads memory ~15% slower than a copy unless it
- * prefetches ahead into L2; prefetching into L1 (T0) is slower still. */
+ * next row's first pass find their data in cache. A streaming loop that
+ * also computes reads memory slower than a copy unless it prefetches; which
+ * hint and distance win depends on the core: on Zen 4 PREFETCHT2 (into L2)
+ * 4-32 KiB ahead, T0 being slower; on Zen 5 T0 4 KiB ahead, where T2 reads
+ * ~15% slower (scratch rr.c: the pipelined row loop at 63-64 GB/s with T0
+ * against 53-56 with T2 and 62-69 for a plain copy). The machine this is
+ * judged on now is the Zen 5 one. */
 typedef struct row_ahead {
   const char *rows[2];
   int count;
@@ -185,7 +189,7 @@ static ALWAYS_INLINE void prefetch_ahead(const row_ahead *ahead, int64_t i) {
 #if CPU_KERNELS_HAVE_AVX2
   if (ahead && i < ahead->limit)
     for (int k = 0; k < ahead->count; k++)
-      _mm_prefetch(ahead->rows[k] + i * ahead->element_bytes, _MM_HINT_T2);
+      _mm_prefetch(ahead->rows[k] + i * ahead->element_bytes, _MM_HINT_T0);
 #else
   (void)ahead;
   (void)i;
@@ -193,7 +197,7 @@ static ALWAYS_INLINE void prefetch_ahead(const row_ahead *ahead, int64_t i) {
 }
 
 /* How far ahead a row pass prefetches: a row when rows are shorter. */
-enum { PREFETCH_AHEAD_BYTES = 32 << 10 };
+enum { PREFETCH_AHEAD_BYTES = 4 << 10 };
 
 /* Prefetch plan for the first pass over row `row` of rows [.., end) that a
  * worker owns, for tensors a and b (b NULL or absent: only a; a and b share

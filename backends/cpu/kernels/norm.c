@@ -22,8 +22,9 @@
 
 enum { MIN_ELEMENTS_PER_CHUNK = 16384 };
 /* Softmax's fused step works in blocks of this many elements: a block is
- * read from memory once (its max), its exponentials are taken from L1. */
-enum { SOFTMAX_BLOCK = 256 };
+ * read from memory once (its max), its exponentials are taken from L1 (4 KiB
+ * blocks: 12.2-13.1 ms against 14.3 for 1 KiB on Zen 5, 8192 x 8192). */
+enum { SOFTMAX_BLOCK = 1024 };
 
 /* The array kernels of one vector level. Arrays are contiguous f32; `stream`
  * asks for non-temporal stores of y. */
@@ -594,13 +595,16 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
       }
       continue;
     }
-    /* The block's max (its first read, from memory), then its exponentials
-     * (from L1) together with this block of y. */
+    /* The block's max (its first read, from memory) together with this
+     * block of y (the write to memory: reads and writes in one loop, as a
+     * copy has them), then its exponentials from L1. */
     __m512 max = _mm512_set1_ps(-INFINITY);
     for (int64_t i = b; i < b + n; i += 16) {
       prefetch_ahead(ahead, i);
       __mmask16 m = lanes_avx512(b + n - i);
       max = _mm512_mask_max_ps(max, m, max, _mm512_maskz_loadu_ps(m, next + i));
+      if (y)
+        store16_avx512(y + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), factor), m, stream);
     }
     float block = _mm512_reduce_max_ps(max) * scale;
     __m512 shift = _mm512_set1_ps(block == -INFINITY ? 0.0f : block);
@@ -611,8 +615,6 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
           m, exp_avx512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, next + i), s, shift)));
       _mm512_mask_storeu_ps(next_e + i, m, v);
       sum = _mm512_add_ps(sum, v);
-      if (y)
-        store16_avx512(y + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), factor), m, stream);
     }
     block_max[b / SOFTMAX_BLOCK] = block;
     block_sum[b / SOFTMAX_BLOCK] = _mm512_reduce_add_ps(sum);
@@ -1052,12 +1054,24 @@ static float softmax_exponentials(const row_kernels *k, float *e, const float *x
   return (float)(1.0 / k->exp_sum(e, x, scale, max, width));
 }
 
+/* Scratch that is stored to while rows of x are loaded sits half a page
+ * away from x's offset within its page: a load whose address agrees with an
+ * earlier store's in the low 12 bits can be taken for dependent on it (4K
+ * aliasing) and wait, and rows of x and of a page-aligned scratch agree at
+ * every step. The scratch block carries ALIAS_SHIFT_FLOATS spare floats. */
+enum { ALIAS_SHIFT_FLOATS = 1024 };
+
+static float *away_from_page_offset(float *scratch, const float *x) {
+  uintptr_t have = (uintptr_t)scratch % 4096, want = ((uintptr_t)x + 2048) % 4096;
+  return scratch + ((want - have + 4096) % 4096) / 64 * 64 / sizeof(float);
+}
+
 /* Per-worker scratch of the pipelined softmax: two rows of exponentials
  * and, per row of blocks, two sets of factors and the blocks' maxima and
  * sums. */
 static int64_t softmax_direct_floats(int64_t width) {
   int64_t blocks = (width + SOFTMAX_BLOCK - 1) / SOFTMAX_BLOCK;
-  return 2 * width + 4 * ((blocks + 15) / 16 * 16);
+  return 2 * width + 4 * ((blocks + 15) / 16 * 16) + ALIAS_SHIFT_FLOATS;
 }
 
 /* Rows of f32 in place: each row's output pass fused with the reading of the
@@ -1070,13 +1084,13 @@ static void softmax_direct(const softmax_job *job, int64_t begin, int64_t end, i
   const int64_t blocks = (width + SOFTMAX_BLOCK - 1) / SOFTMAX_BLOCK;
   const int64_t block_floats = (blocks + 15) / 16 * 16;
   float *e[2], *factors[2];
-  e[0] = worker_scratch(&job->rows, worker);
+  const float *x = f32_row(&args->x, begin);
+  e[0] = away_from_page_offset(worker_scratch(&job->rows, worker), x);
   e[1] = e[0] + width;
   factors[0] = e[1] + width;
   factors[1] = factors[0] + block_floats;
   float *block_max = factors[1] + block_floats, *block_sum = block_max + block_floats;
   row_ahead plan;
-  const float *x = f32_row(&args->x, begin);
   k->softmax_step(NULL, NULL, NULL, width, 0, x, args->scale, e[0], block_max, block_sum,
                   plan_ahead(&plan, &args->x, NULL, begin, end));
   for (int64_t row = begin; row < end; row++) {
