@@ -608,14 +608,27 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
     }
     float block = _mm512_reduce_max_ps(max) * scale;
     __m512 shift = _mm512_set1_ps(block == -INFINITY ? 0.0f : block);
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t i = b; i < b + n; i += 16) {
+    __m512 sums[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                      _mm512_setzero_ps()};
+    int64_t i = b;
+    for (; i + 64 <= b + n; i += 64) {
+      __m512 v[4];
+      for (int u = 0; u < 4; u++)
+        v[u] = _mm512_fmsub_ps(_mm512_loadu_ps(next + i + 16 * u), s, shift);
+      exp4_avx512(v);
+      for (int u = 0; u < 4; u++) {
+        _mm512_storeu_ps(next_e + i + 16 * u, v[u]);
+        sums[u] = _mm512_add_ps(sums[u], v[u]);
+      }
+    }
+    for (; i < b + n; i += 16) {
       __mmask16 m = lanes_avx512(b + n - i);
       __m512 v = _mm512_maskz_mov_ps(
           m, exp_avx512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, next + i), s, shift)));
       _mm512_mask_storeu_ps(next_e + i, m, v);
-      sum = _mm512_add_ps(sum, v);
+      sums[0] = _mm512_add_ps(sums[0], v);
     }
+    __m512 sum = _mm512_add_ps(_mm512_add_ps(sums[0], sums[1]), _mm512_add_ps(sums[2], sums[3]));
     block_max[b / SOFTMAX_BLOCK] = block;
     block_sum[b / SOFTMAX_BLOCK] = _mm512_reduce_add_ps(sum);
   }
