@@ -21,6 +21,9 @@
   {TSR_GEMM_MMA_NAME(dt, BM, BN, BK, WM, WN, S), MMA_SMEM(BM, BN, BK, S), (WM) * (WN)*32},
 #define KERNEL_MMA(BM, BN, BK, WM, WN, S)                                                          \
   KERNEL_MMA_DT(bf16, BM, BN, BK, WM, WN, S) KERNEL_MMA_DT(f16, BM, BN, BK, WM, WN, S)
+#define KERNEL_WGMMA(BN, S)                                                                        \
+  {TSR_GEMM_WGMMA_NAME(bf16, BN, S), TSR_GPU_WGMMA_SMEM(BN, S), 384},                              \
+      {TSR_GEMM_WGMMA_NAME(f16, BN, S), TSR_GPU_WGMMA_SMEM(BN, S), 384},
 #define KERNEL_TF32(BM, BN, BK, WM, WN, S)                                                         \
   {TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S), TF32_SMEM(BM, BN, BK, S), (WM) * (WN)*32},
 #define KERNEL_GEMV_K_DT(dt, R) {TSR_GEMV_K_NAME(dt, R), 0, 256},
@@ -31,9 +34,14 @@
 #define KERNEL_GEMV_N_F32(R) KERNEL_GEMV_N_DT(f32, R)
 #define KERNEL_GEMV_N_BF16(R) KERNEL_GEMV_N_DT(bf16, R)
 #define KERNEL_GEMV_N_F16(R) KERNEL_GEMV_N_DT(f16, R)
-#define KERNEL_FLASH(DP, BKV, S, Q)                                                                \
-  {TSR_FLASH_NAME(bf16, DP), TSR_GPU_FLASH_SMEM(DP, BKV, S), 128},                                 \
-      {TSR_FLASH_NAME(f16, DP), TSR_GPU_FLASH_SMEM(DP, BKV, S), 128},
+#define KERNEL_FLASH(DP, BQ, BKV, W, S, Q)                                                         \
+  {TSR_FLASH_NAME(bf16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},              \
+      {TSR_FLASH_NAME(f16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},
+#define KERNEL_FLASH_WGMMA(DP, BQ, BKV, OV)                                                        \
+  {TSR_FLASH_WGMMA_NAME(bf16, DP, BQ, BKV, OV), TSR_GPU_FLASH_WGMMA_SMEM(DP, BQ, BKV, OV),         \
+   (BQ)*2},                                                                                        \
+      {TSR_FLASH_WGMMA_NAME(f16, DP, BQ, BKV, OV), TSR_GPU_FLASH_WGMMA_SMEM(DP, BQ, BKV, OV),      \
+       (BQ)*2},
 #define KERNEL_PER_DTYPE(dt, T)                                                                    \
   {TSR_ATTN_GENERIC_NAME(dt), -1, 0}, {TSR_ROWS_NAME(rmsnorm, dt), -1, 0},                         \
       {TSR_ROWS_NAME(layernorm, dt), -1, 0}, {TSR_ROWS_NAME(softmax, dt), -1, 0},                  \
@@ -41,12 +49,14 @@
       {TSR_ELEMENTWISE_NAME(gelu, dt), 0, 0}, {TSR_ELEMENTWISE_NAME(rope, dt), 0, 0},
 
 static const cuda_kernel_info kernel_table[] = {
-    TSR_GEMM_MMA_CONFIGS(KERNEL_MMA) TSR_GEMM_TF32_CONFIGS(KERNEL_TF32){TSR_GEMM_SIMT_NAME, 0, 256},
+    TSR_GEMM_MMA_CONFIGS(KERNEL_MMA) TSR_GEMM_WGMMA_CONFIGS(KERNEL_WGMMA)
+        TSR_GEMM_TF32_CONFIGS(KERNEL_TF32){TSR_GEMM_SIMT_NAME, 0, 256},
     TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F32) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_BF16)
         TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F16) TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F32)
             TSR_GEMV_N_ROWS(KERNEL_GEMV_N_BF16)
                 TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F16){TSR_GEMM_SPLITK_NAME, 0, 256},
-    TSR_FLASH_CONFIGS(KERNEL_FLASH) TSR_DTYPES_ALL(KERNEL_PER_DTYPE)};
+    TSR_FLASH_CONFIGS(KERNEL_FLASH) TSR_FLASH_WGMMA_CONFIGS(KERNEL_FLASH_WGMMA)
+        TSR_DTYPES_ALL(KERNEL_PER_DTYPE)};
 enum { KERNEL_COUNT = sizeof kernel_table / sizeof kernel_table[0] };
 
 /* Name -> index through an open-addressing table built once. */
@@ -107,6 +117,18 @@ int cuda_kernel_index(const char *name) {
    MMA_SMEM(BM, BN, BK, S),                                                                        \
    {NULL, TSR_GEMM_MMA_NAME(f16, BM, BN, BK, WM, WN, S),                                           \
     TSR_GEMM_MMA_NAME(bf16, BM, BN, BK, WM, WN, S)}},
+/* wgmma: 3 warpgroups (a TMA producer, two consumers of 64 rows each). */
+#define GEMM_WGMMA(BN, S)                                                                          \
+  {"wgmma_128x" #BN "x64_s" #S "_ws_p",                                                            \
+   CUDA_GEMM_WGMMA,                                                                                \
+   128,                                                                                            \
+   BN,                                                                                             \
+   64,                                                                                             \
+   3,                                                                                              \
+   4,                                                                                              \
+   S,                                                                                              \
+   TSR_GPU_WGMMA_SMEM(BN, S),                                                                      \
+   {NULL, TSR_GEMM_WGMMA_NAME(f16, BN, S), TSR_GEMM_WGMMA_NAME(bf16, BN, S)}},
 #define GEMM_TF32(BM, BN, BK, WM, WN, S)                                                           \
   {"tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S,                                           \
    CUDA_GEMM_TF32,                                                                                 \
@@ -120,7 +142,7 @@ int cuda_kernel_index(const char *name) {
    {TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S), NULL, NULL}},
 
 static const cuda_gemm_config gemm_configs[] = {
-    TSR_GEMM_MMA_CONFIGS(GEMM_MMA)
+    TSR_GEMM_WGMMA_CONFIGS(GEMM_WGMMA) TSR_GEMM_MMA_CONFIGS(GEMM_MMA)
         TSR_GEMM_TF32_CONFIGS(GEMM_TF32){"simt_128x128x8",
                                          CUDA_GEMM_SIMT,
                                          128,
@@ -137,11 +159,13 @@ enum { GEMM_CONFIG_COUNT = sizeof gemm_configs / sizeof gemm_configs[0] };
 
 /* Which tile configs each architecture gets, fastest first (the heuristic
  * takes the first that fills the GPU). sm_90 is ordered by `tessera tune`
- * on an H200 (bench/notes/cuda.md); sm_80 (A100: 164 KiB shared memory per
- * SM) takes the same tiles in the same order until measured there; sm_86 and
- * sm_89 (99 KiB per block, 100 KiB per SM, 128 FP32 lanes but half the
- * tensor throughput per SM) leave out 128x256, which would run one block per
- * SM with 254 registers a thread, and lead with tiles that fit two blocks. */
+ * on an H200 (bench/notes/cuda.md), behind the wgmma + TMA kernels (sm_90a,
+ * compute capability 9.0 only; bench/notes/cuda-gemm-sm90.md); sm_80
+ * (A100: 164 KiB shared memory per SM) takes the same tiles in the same
+ * order until measured there; sm_86 and sm_89 (99 KiB per block, 100 KiB per
+ * SM, 128 FP32 lanes but half the tensor throughput per SM) leave out
+ * 128x256, which would run one block per SM with 254 registers a thread, and
+ * lead with tiles that fit two blocks. */
 static const char *const sm80_gemm[] = {"mma_64x128x32_w2x2_s4",  "mma_128x128x32_w2x4_s4",
                                         "mma_128x128x32_w2x4_s3", "mma_128x256x32_w2x4_s3",
                                         "mma_64x64x32_w2x2_s4",   "tf32_128x128x16_w2x4_s4",
@@ -149,10 +173,10 @@ static const char *const sm80_gemm[] = {"mma_64x128x32_w2x2_s4",  "mma_128x128x3
 static const char *const sm86_gemm[] = {"mma_64x128x32_w2x2_s4", "mma_128x128x32_w2x4_s3",
                                         "mma_64x64x32_w2x2_s4",  "mma_128x128x32_w2x4_s4",
                                         "tf32_64x64x16_w2x2_s4", "tf32_128x128x16_w2x4_s4"};
-static const char *const sm90_gemm[] = {"mma_64x128x32_w2x2_s4",  "mma_128x128x32_w2x4_s4",
-                                        "mma_128x128x32_w2x4_s3", "mma_128x256x32_w2x4_s3",
-                                        "mma_64x64x32_w2x2_s4",   "tf32_128x128x16_w2x4_s4",
-                                        "tf32_64x64x16_w2x2_s4"};
+static const char *const sm90_gemm[] = {
+    "wgmma_128x256x64_s4_ws_p", "wgmma_128x128x64_s6_ws_p", "mma_64x128x32_w2x2_s4",
+    "mma_128x128x32_w2x4_s4",   "mma_128x128x32_w2x4_s3",   "mma_128x256x32_w2x4_s3",
+    "mma_64x64x32_w2x2_s4",     "tf32_128x128x16_w2x4_s4",  "tf32_64x64x16_w2x2_s4"};
 
 typedef struct arch_table {
   const char *name;
@@ -166,23 +190,45 @@ static const arch_table arch_tables[] = {
     {"sm_90", sm90_gemm, (int)(sizeof sm90_gemm / sizeof sm90_gemm[0])},
 };
 
-#define FLASH(DP, BKV, S, Q)                                                                       \
-  {"flash_mma_d" #DP,                                                                              \
+#define FLASH(DP, BQ, BKV, W, S, Q)                                                                \
+  {"flash_mma_d" #DP "_" #BQ "x" #BKV "_w" #W,                                                     \
    CUDA_ATTENTION_FLASH,                                                                           \
    DP,                                                                                             \
    BKV,                                                                                            \
    S,                                                                                              \
-   TSR_GPU_FLASH_SMEM(DP, BKV, S),                                                                 \
-   {NULL, TSR_FLASH_NAME(f16, DP), TSR_FLASH_NAME(bf16, DP)}},
+   TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S),                                                             \
+   {NULL, TSR_FLASH_NAME(f16, DP, BQ, BKV, W), TSR_FLASH_NAME(bf16, DP, BQ, BKV, W)},              \
+   BQ,                                                                                             \
+   W,                                                                                              \
+   0},
+#define FLASH_WGMMA(DP, BQ, BKV, OV)                                                               \
+  {"flash_wgmma_d" #DP "_" #BQ "x" #BKV "_o" #OV,                                                  \
+   CUDA_ATTENTION_FLASH,                                                                           \
+   DP,                                                                                             \
+   BKV,                                                                                            \
+   2 + (OV),                                                                                       \
+   TSR_GPU_FLASH_WGMMA_SMEM(DP, BQ, BKV, OV),                                                      \
+   {NULL, TSR_FLASH_WGMMA_NAME(f16, DP, BQ, BKV, OV),                                              \
+    TSR_FLASH_WGMMA_NAME(bf16, DP, BQ, BKV, OV)},                                                  \
+   BQ,                                                                                             \
+   (BQ) / 16,                                                                                      \
+   1},
+/* The heuristic takes the first config of the smallest head-dim class that
+ * holds the head dim: per class the mma.sync kernels in their measured order
+ * on sm_90, then the sm_90a wgmma ones (slower so far: bench/notes/
+ * cuda-attention.md), which tune can still pick. */
 static const cuda_attention_config attention_configs[] = {
-    TSR_FLASH_CONFIGS(FLASH){
+    TSR_FLASH_CONFIGS(FLASH) TSR_FLASH_WGMMA_CONFIGS(FLASH_WGMMA){
         "flash_generic",
         CUDA_ATTENTION_GENERIC,
         0,
         32,
         1,
         -1,
-        {TSR_ATTN_GENERIC_NAME(f32), TSR_ATTN_GENERIC_NAME(f16), TSR_ATTN_GENERIC_NAME(bf16)}},
+        {TSR_ATTN_GENERIC_NAME(f32), TSR_ATTN_GENERIC_NAME(f16), TSR_ATTN_GENERIC_NAME(bf16)},
+        TSR_GPU_ATTN_ROWS,
+        TSR_GPU_ATTN_ROWS,
+        0},
 };
 enum { ATTENTION_CONFIG_COUNT = sizeof attention_configs / sizeof attention_configs[0] };
 
@@ -282,9 +328,68 @@ static gemm_shape shape_of(tsr_op op, const void *args) {
   return s;
 }
 
+bool cuda_tma_operand_of(const tsr_plugin_tensor *t, int row_dim, int k_dim, int batch_dim,
+                         cuda_tma_operand *out) {
+  const int64_t esize = 2;
+  memset(out, 0, sizeof *out);
+  int64_t rows = t->shape[row_dim], depth = t->shape[k_dim];
+  int64_t row_stride = t->strides[row_dim], k_stride = t->strides[k_dim];
+  if (rows < 1 || depth < 1 || cuda_tensor_address(t) % 16 != 0)
+    return false;
+  /* A dim of extent 1 may carry any stride: it is never stepped along. */
+  if (depth == 1)
+    k_stride = 1;
+  if (rows == 1)
+    row_stride = k_stride == 1 ? depth : 1;
+  out->k_major = k_stride == 1;
+  if (!out->k_major && row_stride != 1)
+    return false;
+  int64_t inner = out->k_major ? depth : rows, outer = out->k_major ? rows : depth;
+  int64_t outer_stride = out->k_major ? row_stride : k_stride;
+  if (outer == 1)
+    outer_stride = (inner * esize + 15) / 16 * 16 / esize;
+  if (outer_stride < inner || (outer_stride * esize) % 16 != 0)
+    return false;
+  out->dims[0] = (uint64_t)inner;
+  out->dims[1] = (uint64_t)outer;
+  out->strides[0] = (uint64_t)(outer_stride * esize);
+  int64_t batch = batch_dim >= 0 ? t->shape[batch_dim] : 1;
+  int64_t batch_stride = batch_dim >= 0 ? t->strides[batch_dim] : 0;
+  out->batched = batch > 1 && batch_stride != 0;
+  if (out->batched) {
+    if (batch_stride < outer_stride * outer || (batch_stride * esize) % 16 != 0)
+      return false;
+    out->dims[2] = (uint64_t)batch;
+    out->strides[1] = (uint64_t)(batch_stride * esize);
+  } else {
+    out->dims[2] = 1;
+    out->strides[1] = out->strides[0] * (uint64_t)outer;
+  }
+  return (out->strides[1] >> 40) == 0;
+}
+
+/* The TMA-fed kernels need compute capability 9.0 exactly (sm_90a code),
+ * the driver's tensor-map encoder, K > 0, and operands TMA can address. */
+static bool wgmma_runs_problem(const cuda_device *device, const gemm_shape *s) {
+  if (device->props->cc_major != 9 || device->props->cc_minor != 0 ||
+      !device->plugin->driver.cuTensorMapEncodeTiled || s->k < 1)
+    return false;
+  cuda_tma_operand a, b;
+  if (s->grouped)
+    return cuda_tma_operand_of(&s->groups->a, 0, 1, -1, &a) &&
+           cuda_tma_operand_of(&s->groups->b, 2, 1, 0, &b);
+  return cuda_tma_operand_of(&s->plain->a, 1, 2, 0, &a) &&
+         cuda_tma_operand_of(&s->plain->b, 2, 1, 0, &b);
+}
+
 static bool gemm_config_runs(const cuda_device *device, const cuda_gemm_config *c,
                              const gemm_shape *s) {
   switch (c->kind) {
+  case CUDA_GEMM_WGMMA:
+    return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16) &&
+           in_arch_table(device, c->variant) &&
+           resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0 &&
+           wgmma_runs_problem(device, s);
   case CUDA_GEMM_MMA:
     return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16) &&
            in_arch_table(device, c->variant) &&
@@ -341,10 +446,17 @@ enum { GEMV_MAX_ROWS = 4 };
 /* A config whose last wave keeps this share of the block slots busy counts
  * as filling the GPU. */
 #define GEMM_GOOD_UTILISATION 0.8
+/* How much more a wgmma block does per SM than the mma.sync tiles, rounded
+ * down: on an H100 at 4096^3 bf16, 615-640 against 175-180 TFLOP/s
+ * (bench/notes/cuda-gemm-sm90.md).
+ * Utilisation is weighed by it, so that a wgmma config whose tiles keep a
+ * third of the SMs busy still beats mma.sync tiles that fill them all. */
+#define GEMM_WGMMA_SPEEDUP 3.0
 
 /* The arch table lists tile configs fastest first (measured on an H200 for
  * sm_90: 64x128 beat 128x128 and 128x256 at 4096^3..8192^3, since these
- * mma.sync kernels gain more from resident warps than from tile size). The
+ * mma.sync kernels gain more from resident warps than from tile size; the
+ * wgmma configs, measured on an H100, come before them all). The
  * pick is the first config whose tiles fill the GPU; when none does (small
  * problems), the one that keeps the most SMs busy. */
 static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const int *candidates,
@@ -383,6 +495,8 @@ static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const 
       int64_t tiles;
       int per_sm;
       double util = gemm_utilisation(device, c, s, &tiles, &per_sm);
+      if (c->kind == CUDA_GEMM_WGMMA)
+        util *= GEMM_WGMMA_SPEEDUP;
       if (util > best_util + 1e-9 || util >= GEMM_GOOD_UTILISATION) {
         best = i;
         best_util = util;
@@ -399,10 +513,11 @@ static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const 
     const cuda_gemm_config *c = &gemm_configs[candidates[best]];
     snprintf(reason, capacity,
              "%sM = %lld, N = %lld, K = %lld: %lld tiles of %dx%d over %d SMs x %d resident keep "
-             "%.0f%% of the last wave's block slots busy; %s",
+             "%.0f%% of the last wave's block slots busy%s; %s",
              s->grouped ? "grouped, mean rows per group " : "", (long long)s->m, (long long)s->n,
              (long long)s->k, (long long)best_tiles, c->bm, c->bn, sms, best_per_sm,
-             best_util * 100.0,
+             (c->kind == CUDA_GEMM_WGMMA ? best_util / GEMM_WGMMA_SPEEDUP : best_util) * 100.0,
+             c->kind == CUDA_GEMM_WGMMA ? " (weighed x3: wgmma)" : "",
              chosen >= 0 ? "the fastest config of the table that fills the GPU"
                          : "no config fills the GPU: the one that keeps the most SMs busy");
   }
@@ -451,6 +566,10 @@ static bool attention_config_runs(const cuda_device *device, const cuda_attentio
   }
   if (!flash_layout_ok(a, why, capacity))
     return false;
+  if (c->sm90a && (device->props->cc_major != 9 || device->props->cc_minor != 0)) {
+    snprintf(why, capacity, "%s is sm_90a code (wgmma)", c->variant);
+    return false;
+  }
   if (a->q.shape[3] > c->head_dim_max) {
     snprintf(why, capacity, "%s covers head dims up to %d", c->variant, c->head_dim_max);
     return false;
@@ -508,6 +627,12 @@ static void put_variant(tsr_plugin_variant_list *out, const char *name, const ch
 
 static void describe_gemm(const cuda_gemm_config *c, char *buf, size_t capacity) {
   switch (c->kind) {
+  case CUDA_GEMM_WGMMA:
+    snprintf(buf, capacity,
+             "sm_90a wgmma m64n%dk16 fed by TMA (128-byte swizzle): block %dx%dx%d, %d mbarrier "
+             "stages, a producer and two consumer warpgroups, persistent, %d KiB shared",
+             c->bn, c->bm, c->bn, c->bk, c->stages, c->smem / 1024);
+    break;
   case CUDA_GEMM_MMA:
     snprintf(buf, capacity,
              "mma.sync m16n8k16: block %dx%dx%d, %dx%d warps, %d cp.async stages, %d KiB shared",
@@ -557,7 +682,7 @@ tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *ar
   if (op == TSR_OP_ATTENTION) {
     const tsr_attention_args *a = args;
     char reason[256] = "";
-    int flash_pick = -1;
+    int flash_pick = -1, flash_short_pick = -1, pick_dim = 0;
     for (int i = 0; i < ATTENTION_CONFIG_COUNT; i++) {
       const cuda_attention_config *c = &attention_configs[i];
       char not_here[256];
@@ -568,11 +693,19 @@ tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *ar
       }
       if (c->kind == CUDA_ATTENTION_FLASH) {
         snprintf(description, sizeof description,
-                 "flash on tensor cores: 64 query rows x %d keys a tile, head dim padded to %d, "
-                 "%d key/value stage%s",
-                 c->block_kv, c->head_dim_max, c->kv_stages, c->kv_stages > 1 ? "s" : "");
-        if (flash_pick < 0)
+                 "flash on tensor cores (%s): %d query rows (%d warps) x %d keys a tile, head "
+                 "dim padded to %d, %d key/value stage%s",
+                 c->sm90a ? "sm_90a wgmma" : "mma.sync", c->block_q, c->warps, c->block_kv,
+                 c->head_dim_max, c->kv_stages, c->kv_stages > 1 ? "s" : "");
+        /* The first config of the smallest head-dim class that holds the
+         * head dim; 64-row blocks when there are few query rows. */
+        if (flash_pick < 0 || c->head_dim_max < pick_dim) {
           flash_pick = (int)out->count;
+          pick_dim = c->head_dim_max;
+          flash_short_pick = -1;
+        }
+        if (flash_short_pick < 0 && c->head_dim_max == pick_dim && c->block_q <= 64)
+          flash_short_pick = (int)out->count;
       } else {
         snprintf(description, sizeof description,
                  "flash on CUDA cores: any dtype, head dim and strides; a warp per query row, f32");
@@ -583,10 +716,17 @@ tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *ar
       snprintf(why, why_capacity, "%s", reason);
       return TSR_ERROR_UNSUPPORTED;
     }
-    if (flash_pick >= 0) {
+    if (flash_pick >= 0 && a->q.shape[1] <= 64 && flash_short_pick >= 0) {
+      out->heuristic = flash_short_pick;
+      snprintf(out->reason, sizeof out->reason,
+               "head dim %lld, %lld query rows: the smallest tensor-core tile that holds the head "
+               "dim, 64 rows a block",
+               (long long)a->q.shape[3], (long long)a->q.shape[1]);
+    } else if (flash_pick >= 0) {
       out->heuristic = flash_pick;
       snprintf(out->reason, sizeof out->reason,
-               "head dim %lld: the smallest tensor-core tile that holds it",
+               "head dim %lld: the smallest tensor-core tile that holds it, the fastest such "
+               "config on sm_90",
                (long long)a->q.shape[3]);
     } else {
       out->heuristic = (int)out->count - 1;

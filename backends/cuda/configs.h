@@ -10,10 +10,11 @@
 #include "cuda_internal.h"
 
 typedef enum cuda_gemm_kind {
-  CUDA_GEMM_MMA,  /* bf16 / f16 tensor cores */
-  CUDA_GEMM_TF32, /* f32 inputs on tensor cores, when compute = tf32 */
-  CUDA_GEMM_SIMT, /* true f32 */
-  CUDA_GEMM_GEMV  /* M <= 16: weights streamed, split over K */
+  CUDA_GEMM_MMA,   /* bf16 / f16 tensor cores */
+  CUDA_GEMM_WGMMA, /* bf16 / f16 on sm_90a: wgmma + TMA, persistent */
+  CUDA_GEMM_TF32,  /* f32 inputs on tensor cores, when compute = tf32 */
+  CUDA_GEMM_SIMT,  /* true f32 */
+  CUDA_GEMM_GEMV   /* M <= 16: weights streamed, split over K */
 } cuda_gemm_kind;
 
 typedef struct cuda_gemm_config {
@@ -37,7 +38,25 @@ typedef struct cuda_attention_config {
   int block_kv, kv_stages;
   int smem;
   const char *kernels[3];
+  int block_q, warps; /* flash: query rows and warps per block */
+  int sm90a;          /* wgmma code: compute capability 9.0 only */
 } cuda_attention_config;
+
+/* A 16-bit GEMM operand as a 3-D TMA tensor map: dims {its unit-stride
+ * dim, its other matrix dim, batch or group}, byte strides of the last two. */
+typedef struct cuda_tma_operand {
+  bool k_major; /* the unit stride runs along K */
+  bool batched; /* the third dim is indexed (else it has extent 1) */
+  uint64_t dims[3];
+  uint64_t strides[2];
+} cuda_tma_operand;
+
+/* Describes matrix dims `row_dim` and `k_dim` (and `batch_dim`, -1: none)
+ * of a 16-bit tensor as a TMA operand; false when TMA cannot load it: a
+ * start that is not 16-byte aligned, no unit stride, other strides that are
+ * not multiples of 16 bytes or not nested. */
+bool cuda_tma_operand_of(const tsr_plugin_tensor *t, int row_dim, int k_dim, int batch_dim,
+                         cuda_tma_operand *out);
 
 /* Row ops (norms, softmax, cross entropy): threads per block. */
 typedef struct cuda_rows_config {

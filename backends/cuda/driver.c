@@ -5,15 +5,19 @@
 #include <stdio.h>
 #include <string.h>
 
-/* One entry point: the exported names to try in order (versioned first) and
- * where the pointer goes in cuda_driver. */
+/* One entry point: the exported names to try in order (versioned first),
+ * where the pointer goes in cuda_driver, and whether the plugin works
+ * without it. */
 typedef struct driver_symbol {
   const char *names[2];
   size_t offset;
+  int optional;
 } driver_symbol;
 
 #define SYMBOL(field, ...)                                                                         \
-  { {__VA_ARGS__}, offsetof(cuda_driver, field) }
+  { {__VA_ARGS__}, offsetof(cuda_driver, field), 0 }
+#define OPTIONAL_SYMBOL(field, name)                                                               \
+  { {name, NULL}, offsetof(cuda_driver, field), 1 }
 
 static const driver_symbol driver_symbols[] = {
     SYMBOL(cuInit, "cuInit"),
@@ -52,6 +56,7 @@ static const driver_symbol driver_symbols[] = {
     SYMBOL(cuLaunchKernel, "cuLaunchKernel"),
     SYMBOL(cuGetErrorName, "cuGetErrorName"),
     SYMBOL(cuGetErrorString, "cuGetErrorString"),
+    OPTIONAL_SYMBOL(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
 };
 
 int cuda_driver_open(cuda_driver *driver, const char *library, char *why, size_t why_capacity) {
@@ -69,6 +74,8 @@ int cuda_driver_open(cuda_driver *driver, const char *library, char *why, size_t
     void *address = NULL;
     for (int n = 0; n < 2 && !address && s->names[n]; n++)
       address = dlsym(handle, s->names[n]);
+    if (!address && s->optional)
+      continue;
     if (!address) {
       snprintf(why, why_capacity, "the CUDA driver %s lacks %s (driver too old?)", name,
                s->names[0]);

@@ -44,6 +44,18 @@ enum {
 };
 
 enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 };
+
+/* cuTensorMapEncodeTiled arguments (CUtensorMapDataType, ...Swizzle,
+ * ...L2promotion values). The map itself is tsr_gpu_tensor_map
+ * (kernels/kernel_params.h): 128 bytes, 64-byte aligned. */
+enum {
+  CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6,
+  CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9,
+  CU_TENSOR_MAP_INTERLEAVE_NONE = 0,
+  CU_TENSOR_MAP_SWIZZLE_128B = 3,
+  CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
+  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
+};
 enum { CU_STREAM_NON_BLOCKING = 1 };
 enum { CU_EVENT_DEFAULT = 0 };
 
@@ -88,9 +100,18 @@ typedef struct cuda_driver {
                              void **params, void **extra);
   CUresult (*cuGetErrorName)(CUresult error, const char **name);
   CUresult (*cuGetErrorString)(CUresult error, const char **text);
+  /* Optional (CUDA 12.0+ drivers): NULL where missing; the TMA-fed sm_90a
+   * GEMM kernels are then not offered. */
+  CUresult (*cuTensorMapEncodeTiled)(void *tensor_map, int data_type, unsigned int rank,
+                                     void *global_address, const unsigned long long *global_dims,
+                                     const unsigned long long *global_strides,
+                                     const unsigned int *box_dims,
+                                     const unsigned int *element_strides, int interleave,
+                                     int swizzle, int l2_promotion, int oob_fill);
 } cuda_driver;
 
-/* Opens `library` (NULL: libcuda.so.1) and resolves every entry point.
+/* Opens `library` (NULL: libcuda.so.1) and resolves every entry point
+ * (the optional ones may stay NULL).
  * Returns 0 and fills `why` (a sentence) when that fails; the driver is then
  * zeroed and unusable. */
 int cuda_driver_open(cuda_driver *driver, const char *library, char *why, size_t why_capacity);

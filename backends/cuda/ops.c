@@ -188,6 +188,115 @@ static tsr_status run_gemv(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_
   return TSR_OK;
 }
 
+/* Everything a tensor map is encoded from (zero-padded, compared bytewise). */
+typedef struct wgmma_map_key {
+  uint64_t address;
+  unsigned long long dims[3], strides[2];
+  int32_t dtype;
+  uint32_t box_rows;
+} wgmma_map_key;
+
+typedef struct wgmma_map_entry {
+  tsr_gpu_tensor_map map;
+  wgmma_map_key key;
+  bool valid;
+} wgmma_map_entry;
+
+/* The TMA tensor map of a wgmma operand: boxes of 64 elements along its
+ * unit stride (128 bytes, the swizzle span) by `tile_rows` rows when that
+ * stride runs along K, else by 64 k (the kernel loads 64-wide chunks). */
+static tsr_status encode_wgmma_operand(cuda_queue *queue, tsr_gpu_tensor_map *map,
+                                       const tsr_plugin_tensor *t, int row_dim, int k_dim,
+                                       int batch_dim, unsigned tile_rows, int32_t *k_major,
+                                       int32_t *batched) {
+  const cuda_plugin *plugin = queue->device->plugin;
+  cuda_tma_operand operand;
+  if (!cuda_tma_operand_of(t, row_dim, k_dim, batch_dim, &operand)) {
+    cuda_set_error(plugin, "cuda: a wgmma GEMM operand is not TMA-addressable");
+    return TSR_ERROR_UNSUPPORTED;
+  }
+  unsigned long long dims[3], strides[2];
+  for (int i = 0; i < 3; i++)
+    dims[i] = operand.dims[i];
+  strides[0] = operand.strides[0];
+  strides[1] = operand.strides[1];
+  unsigned box[3] = {64, operand.k_major ? tile_rows : 64, 1}, element_strides[3] = {1, 1, 1};
+  /* Encoding is host work inside every call: repeated calls on the same
+   * operands (layers, benchmarks) reuse the last few maps of this thread. */
+  wgmma_map_key key;
+  memset(&key, 0, sizeof key);
+  key.address = cuda_tensor_address(t);
+  key.dtype = t->dtype;
+  key.box_rows = box[1];
+  memcpy(key.dims, dims, sizeof dims);
+  memcpy(key.strides, strides, sizeof strides);
+  static _Thread_local wgmma_map_entry cache[8];
+  static _Thread_local unsigned next_slot;
+  const wgmma_map_entry *hit = NULL;
+  for (int i = 0; i < 8 && !hit; i++)
+    if (cache[i].valid && memcmp(&cache[i].key, &key, sizeof key) == 0)
+      hit = &cache[i];
+  if (hit) {
+    *map = hit->map;
+  } else {
+    CUresult result = plugin->driver.cuTensorMapEncodeTiled(
+        map,
+        t->dtype == TSR_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        3, (void *)(uintptr_t)key.address, dims, strides, box, element_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (result != CUDA_SUCCESS)
+      return cuda_fail(plugin, result, "encoding a TMA tensor map for a wgmma GEMM operand");
+    wgmma_map_entry *slot = &cache[next_slot++ % 8];
+    slot->key = key;
+    slot->map = *map;
+    slot->valid = true;
+  }
+  *k_major = operand.k_major;
+  *batched = operand.batched;
+  return TSR_OK;
+}
+
+/* A persistent wgmma launch: a block per SM slot, or fewer when there are
+ * fewer tiles; each block walks its tiles. */
+static tsr_status launch_wgmma(cuda_queue *queue, const cuda_gemm_config *c, int32_t dtype,
+                               tsr_gpu_gemm_sm90_params *params, int64_t tiles) {
+  int kernel = cuda_gemm_kernel(c, dtype);
+  int per_sm = kernel >= 0 ? queue->device->blocks_per_sm[kernel] : 1;
+  int64_t slots = (int64_t)queue->device->props->multiprocessors * (per_sm > 0 ? per_sm : 1);
+  int64_t grid = tiles < slots ? tiles : slots;
+  return launch(queue, kernel, (uint64_t)grid, 1, 1, 384, (unsigned)c->smem, params);
+}
+
+static tsr_status run_gemm_wgmma(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_gemm_args *g,
+                                 const cuda_gemm_config *c, int64_t batch) {
+  tsr_gpu_gemm_sm90_params params;
+  memset(&params, 0, sizeof params);
+  tsr_status status = encode_wgmma_operand(queue, &params.map_a, &g->a, 1, 2, 0, 128, &p->a_k_major,
+                                           &params.a_batched);
+  if (status == TSR_OK)
+    status = encode_wgmma_operand(queue, &params.map_b, &g->b, 2, 1, 0, (unsigned)c->bn,
+                                  &p->b_k_major, &params.b_batched);
+  if (status != TSR_OK)
+    return status;
+  p->tiles_m = (int32_t)ceil_div(p->m, c->bm);
+  p->tiles_n = (int32_t)ceil_div(p->n, c->bn);
+  /* Batches per launch: the tile index stays within int32 per launch. */
+  int64_t per_batch = (int64_t)p->tiles_m * p->tiles_n;
+  int64_t most = INT_MAX / per_batch > 0 ? INT_MAX / per_batch : 1;
+  for (int64_t b0 = 0; b0 < batch; b0 += most) {
+    int64_t chunk = batch - b0 < most ? batch - b0 : most;
+    p->batch_offset = (int32_t)b0;
+    p->batch_count = (int32_t)chunk;
+    params.gemm = *p;
+    status = launch_wgmma(queue, c, g->a.dtype, &params, per_batch * chunk);
+    if (status != TSR_OK)
+      return status;
+  }
+  return TSR_OK;
+}
+
 static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda_gemm_config *c) {
   tsr_gpu_gemm_params p;
   memset(&p, 0, sizeof p);
@@ -223,6 +332,8 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
     return TSR_OK;
   if (c->kind == CUDA_GEMM_GEMV)
     return run_gemv(queue, &p, g, batch);
+  if (c->kind == CUDA_GEMM_WGMMA)
+    return run_gemm_wgmma(queue, &p, g, c, batch);
 
   int bm = c->bm, bn = c->bn, threads = c->warps_m * c->warps_n * 32, smem = c->smem;
   if (c->kind == CUDA_GEMM_SIMT) {
@@ -272,9 +383,21 @@ static tsr_status run_grouped_gemm(cuda_queue *queue, const tsr_grouped_gemm_arg
   if (p.n == 0)
     return TSR_OK;
   int bm = c->bm, bn = c->bn, threads = c->warps_m * c->warps_n * 32, smem = c->smem;
+  tsr_gpu_gemm_sm90_params wgmma;
+  memset(&wgmma, 0, sizeof wgmma);
   if (c->kind == CUDA_GEMM_SIMT) {
     threads = 256;
     smem = 0;
+  } else if (c->kind == CUDA_GEMM_WGMMA) {
+    /* a: one map over the stacked rows of all groups; b: the group is the
+     * map's third dim. */
+    tsr_status status = encode_wgmma_operand(queue, &wgmma.map_a, &g->a, 0, 1, -1, 128,
+                                             &p.a_k_major, &wgmma.a_batched);
+    if (status == TSR_OK)
+      status = encode_wgmma_operand(queue, &wgmma.map_b, &g->b, 2, 1, 0, (unsigned)bn, &p.b_k_major,
+                                    &wgmma.b_batched);
+    if (status != TSR_OK)
+      return status;
   } else {
     /* a: rows of each group start anywhere; b: a [K, N] matrix per group. */
     tsr_plugin_tensor a3 = g->a;
@@ -308,8 +431,14 @@ static tsr_status run_grouped_gemm(cuda_queue *queue, const tsr_grouped_gemm_arg
       p.group_row_start[used] = (int32_t)row;
       p.group_tile_start[used] = (int32_t)tiles;
       p.group_count = used;
-      tsr_status status =
-          launch(queue, kernel, (uint64_t)tiles, 1, 1, (unsigned)threads, (unsigned)smem, &p);
+      tsr_status status;
+      if (c->kind == CUDA_GEMM_WGMMA) {
+        wgmma.gemm = p;
+        status = launch_wgmma(queue, c, g->a.dtype, &wgmma, tiles);
+      } else {
+        status =
+            launch(queue, kernel, (uint64_t)tiles, 1, 1, (unsigned)threads, (unsigned)smem, &p);
+      }
       if (status != TSR_OK)
         return status;
       used = 0;
@@ -364,8 +493,8 @@ static tsr_status run_attention(cuda_queue *queue, const tsr_attention_args *a,
     return TSR_OK;
   int kernel = cuda_attention_kernel(c, a->q.dtype);
   if (c->kind == CUDA_ATTENTION_FLASH)
-    return launch(queue, kernel, (uint64_t)ceil_div(p.seq_q, TSR_GPU_FLASH_BQ), (unsigned)p.heads_q,
-                  (unsigned)batch, 128, (unsigned)c->smem, &p);
+    return launch(queue, kernel, (uint64_t)ceil_div(p.seq_q, c->block_q), (unsigned)p.heads_q,
+                  (unsigned)batch, (unsigned)c->warps * 32, (unsigned)c->smem, &p);
   int tile = cuda_attention_generic_tile(p.head_dim, queue->device->dynamic_smem_limit);
   p.kv_tile = tile;
   return launch(queue, kernel, (uint64_t)ceil_div(p.seq_q, TSR_GPU_ATTN_ROWS), (unsigned)p.heads_q,

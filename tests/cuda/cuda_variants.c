@@ -274,11 +274,24 @@ int main(void) {
       gemm_case(&p, dt, tf32, 2, 77, 131, 95, layout & 1, layout & 2, layout == 3);
     }
     gemm_case(&p, dt, tf32, 1, 300, 520, 64, false, false, true);
+    if (!tf32) {
+      /* 16-byte multiples everywhere (the TMA-fed wgmma kernels on sm_90):
+       * partial tiles, a K tail, each layout, batches. */
+      for (int layout = 0; layout < 4; layout++)
+        gemm_case(&p, dt, false, 2, 328, 392, 200, layout & 1, layout & 2, layout == 1);
+      gemm_case(&p, dt, false, 1, 1793, 264, 520, false, false, true); /* awkward M */
+      gemm_case(&p, dt, false, 1, 17, 1800, 72, false, true, false);   /* few rows */
+      /* More tiles than SMs: each persistent block walks several, its
+       * stage ring wrapping across tiles. */
+      gemm_case(&p, dt, false, 2, 2056, 2048, 136, false, false, true);
+    }
     gemm_case(&p, dt, false, 1, 1, 264, 520, false, true, false);  /* GEMV, K-contiguous B */
     gemm_case(&p, dt, false, 3, 13, 300, 777, false, false, true); /* GEMV, N-contiguous B */
     static const int64_t sizes[6] = {0, 37, 130, 1, 0, 64};
     grouped_case(&p, dt, tf32, sizes, 6, 96, 72);
     grouped_case(&p, dt, tf32, sizes, 6, 33, 45);
+    static const int64_t many[12] = {300, 0, 129, 640, 1, 77, 256, 0, 513, 64, 1000, 8};
+    grouped_case(&p, dt, tf32, many, 12, 520, 264);
   }
   for (int di = 0; di < 3; di++) {
     tsr_dtype dt = dtypes[di];

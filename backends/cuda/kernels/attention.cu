@@ -2,12 +2,18 @@
  * time with an online softmax, so nothing of size Sq x Skv reaches global
  * memory.
  *
- * - tsr_attention_flash_<dt>_d<DP>: bf16/f16 on tensor cores (mma.sync).
- *   A block owns 64 query rows of one (batch, head); each of its 4 warps owns
- *   16 rows. Key/value tiles of BKV rows stream through shared memory with
- *   cp.async (double-buffered where it fits); S = Q K^T and O += P V are
- *   m16n8k16 products, P going from the S accumulators to A fragments in
- *   registers. Head dims up to DP (multiples of 8) are zero-padded to DP.
+ * - tsr_attention_flash_<dt>_d<DP>_<BQ>x<BKV>_w<W>: bf16/f16 on tensor cores
+ *   (mma.sync). A block owns BQ query rows of one (batch, head); each of its
+ *   W warps owns BQ / W consecutive rows (one or two m16 tiles). Key/value
+ *   tiles of BKV rows stream through shared memory with cp.async, the next
+ *   tile loading while this one computes; S = Q K^T and O += P V are m16n8k16
+ *   products, P going from the S accumulators to A fragments in registers.
+ *   Masks are evaluated only on tiles a warp's rows do not all see in full;
+ *   tiles none of them sees are skipped. Head dims up to DP (multiples of 8)
+ *   are zero-padded to DP. The scale rides in the exp2 FMA.
+ * - tsr_attention_wgmma_<dt>_d<DP>_<BQ>x<BKV>_o<OVERLAP>: the same on sm_90a
+ *   with warpgroup products (wgmma), 64 rows a warpgroup; slower than the
+ *   mma.sync kernel so far (bench/notes/cuda-attention.md says why).
  * - tsr_attention_generic_<dt>: any dtype, head dim and strides, f32 math on
  *   CUDA cores; a warp per query row, key/value tiles shared by the block.
  * Masks: query row i sits at key position i + Skv - Sq; key j is visible when
@@ -37,177 +43,275 @@ TSR_DEVICE void key_range(const attention_params &p, int64_t first, int64_t last
 
 #if !defined(__HIPCC__)
 
-template <typename T, int DP, int BKV, int KV_STAGES, bool Q_REGS>
+/* 2^x in one MUFU instruction; -inf gives +0, which masked scores rely on. */
+TSR_DEVICE float attn_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* Two f32 values rounded into one register of two 16-bit values (low half
+ * first) with one cvt instead of two. */
+template <typename T> TSR_DEVICE uint32_t attn_pack2(float lo, float hi) {
+  uint32_t r;
+  if constexpr (std::is_same<T, tsr_bf16>::value)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+/* BQ query rows per block, WARPS warps each owning BQ / WARPS consecutive
+ * rows (MT m16 tiles: two tiles per warp halve the K/V shared-memory reads
+ * per product), BKV keys per tile, STAGES key/value buffers, Q fragments
+ * kept in registers or re-read from shared memory each tile. */
+template <typename T, int DP, int BQ, int BKV, int WARPS, int STAGES, bool Q_REGS>
 TSR_DEVICE void flash_body(const attention_params &p) {
-  constexpr int BQ = TSR_GPU_FLASH_BQ, PITCH = DP + TSR_GPU_FLASH_PAD, THREADS = 128;
+  constexpr int THREADS = WARPS * 32, ROWS_PER_WARP = BQ / WARPS, MT = ROWS_PER_WARP / 16;
+  constexpr int PITCH = DP + TSR_GPU_FLASH_PAD;
   constexpr int DK = DP / 16, NT_S = BKV / 8, NT_O = DP / 8, CHUNKS = DP / 8;
+  constexpr int LOAD_ROW_STEP = THREADS / CHUNKS;
+  static_assert(ROWS_PER_WARP % 16 == 0 && MT >= 1, "each warp owns whole m16 tiles");
+  static_assert(THREADS % CHUNKS == 0 && BQ % LOAD_ROW_STEP == 0 && BKV % LOAD_ROW_STEP == 0,
+                "every thread copies one fixed column of whole row steps");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   uint16_t *q_tile = (uint16_t *)smem_raw;
   uint16_t *k_tiles = q_tile + BQ * PITCH;
-  uint16_t *v_tiles = k_tiles + KV_STAGES * BKV * PITCH;
+  uint16_t *v_tiles = k_tiles + STAGES * BKV * PITCH;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q4 = lane & 3;
   const int mat = lane >> 3, r8 = lane & 7;
-  const int64_t q0 = (int64_t)blockIdx.x * BQ, head = blockIdx.y, batch = blockIdx.z;
+  /* Last query tile first: under a causal mask it has the most keys, so the
+   * longest blocks start in the first wave and the short ones fill the tail. */
+  const int64_t q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ, head = blockIdx.y,
+                batch = blockIdx.z;
   const int64_t kv_head = head / p.group;
-  const int64_t seq_q = p.seq_q, seq_kv = p.seq_kv, dim = p.head_dim;
+  const int seq_q = (int)p.seq_q, seq_kv = (int)p.seq_kv, dim = (int)p.head_dim;
   const uint16_t *q_base = (const uint16_t *)p.q + batch * p.q_b + head * p.q_h;
   const uint16_t *k_base = (const uint16_t *)p.k + batch * p.k_b + kv_head * p.k_h;
   const uint16_t *v_base = (const uint16_t *)p.v + batch * p.v_b + kv_head * p.v_h;
 
-  int64_t q_last = (q0 + BQ < seq_q ? q0 + BQ : seq_q) - 1;
+  int64_t q_last = (q0 + BQ < p.seq_q ? q0 + BQ : p.seq_q) - 1;
   int64_t kv_lo, kv_hi;
   key_range(p, q0, q_last, &kv_lo, &kv_hi);
-  const int64_t first_tile = kv_lo / BKV;
-  const int64_t tile_count = kv_hi > kv_lo ? (kv_hi - first_tile * BKV + BKV - 1) / BKV : 0;
+  const int first_tile = (int)(kv_lo / BKV);
+  const int tile_count =
+      kv_hi > kv_lo ? (int)((kv_hi - (int64_t)first_tile * BKV + BKV - 1) / BKV) : 0;
 
 #if TSR_GPU_HAS_MMA_SYNC
-  for (int i = tid; i < BQ * CHUNKS; i += THREADS) {
-    int r = i / CHUNKS, c = (i % CHUNKS) * 8;
-    int64_t row = q0 + r;
-    int valid = 0;
-    const uint16_t *from = q_base;
-    if (row < seq_q && c < dim) {
-      valid = (dim - c >= 8 ? 8 : (int)(dim - c)) * 2;
-      from = q_base + row * p.q_s + c;
+  /* Each thread copies 16 bytes at one fixed column of rows load_row,
+   * load_row + LOAD_ROW_STEP, ...; columns past the head dim read nothing
+   * and are zero-filled. */
+  const int load_col = (tid % CHUNKS) * 8, load_row = tid / CHUNKS;
+  const int col_bytes = load_col < dim ? (dim - load_col >= 8 ? 16 : (dim - load_col) * 2) : 0;
+  {
+    const uint16_t *from = q_base + (q0 + load_row) * p.q_s + load_col;
+    const int64_t step = (int64_t)LOAD_ROW_STEP * p.q_s;
+#pragma unroll
+    for (int r = 0; r < BQ; r += LOAD_ROW_STEP, from += step) {
+      bool inside = q0 + load_row + r < p.seq_q && col_bytes > 0;
+      tsr_cp_async16(q_tile + (load_row + r) * PITCH + load_col, inside ? from : q_base,
+                     inside ? col_bytes : 0);
     }
-    tsr_cp_async16(q_tile + r * PITCH + c, from, valid);
   }
-  auto load_kv = [&](int stage, int64_t tile) {
-    int64_t kv0 = tile * BKV;
+  const int64_t k_step = (int64_t)LOAD_ROW_STEP * p.k_s, v_step = (int64_t)LOAD_ROW_STEP * p.v_s;
+  auto load_kv = [&](int stage, int tile) {
+    const int kv0 = tile * BKV;
     uint16_t *ks = k_tiles + stage * BKV * PITCH, *vs = v_tiles + stage * BKV * PITCH;
-    for (int i = tid; i < BKV * CHUNKS; i += THREADS) {
-      int r = i / CHUNKS, c = (i % CHUNKS) * 8;
-      int64_t key = kv0 + r;
-      int valid = 0;
-      const uint16_t *k_from = k_base, *v_from = v_base;
-      if (key < seq_kv && c < dim) {
-        valid = (dim - c >= 8 ? 8 : (int)(dim - c)) * 2;
-        k_from = k_base + key * p.k_s + c;
-        v_from = v_base + key * p.v_s + c;
-      }
-      tsr_cp_async16(ks + r * PITCH + c, k_from, valid);
-      tsr_cp_async16(vs + r * PITCH + c, v_from, valid);
+    const uint16_t *k_from = k_base + (int64_t)(kv0 + load_row) * p.k_s + load_col;
+    const uint16_t *v_from = v_base + (int64_t)(kv0 + load_row) * p.v_s + load_col;
+#pragma unroll
+    for (int r = 0; r < BKV; r += LOAD_ROW_STEP, k_from += k_step, v_from += v_step) {
+      bool inside = kv0 + load_row + r < seq_kv && col_bytes > 0;
+      int bytes = inside ? col_bytes : 0;
+      tsr_cp_async16(ks + (load_row + r) * PITCH + load_col, inside ? k_from : k_base, bytes);
+      tsr_cp_async16(vs + (load_row + r) * PITCH + load_col, inside ? v_from : v_base, bytes);
     }
   };
   if (tile_count > 0)
     load_kv(0, first_tile);
   tsr_cp_async_commit();
 
-  float o[NT_O][4];
+  float o[MT][NT_O][4];
 #pragma unroll
-  for (int i = 0; i < NT_O; i++)
+  for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-    for (int e = 0; e < 4; e++)
-      o[i][e] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-  uint32_t q_frag[Q_REGS ? DK : 1][4];
+    for (int i = 0; i < NT_O; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        o[mt][i][e] = 0.0f;
+  float row_max[MT][2], row_sum[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+      row_max[mt][rr] = -INFINITY;
+      row_sum[mt][rr] = 0.0f;
+    }
+  uint32_t q_frag[Q_REGS ? MT : 1][Q_REGS ? DK : 1][4];
 
-  const int64_t shift = seq_kv - seq_q;
-  const int64_t row0 = q0 + warp * 16 + g;
-  const int pos[2] = {(int)(row0 + shift), (int)(row0 + 8 + shift)};
+  const int shift = seq_kv - seq_q;
+  const int warp_row0 = (int)q0 + warp * ROWS_PER_WARP;
+  const int warp_row_end = warp_row0 + ROWS_PER_WARP < seq_q ? warp_row0 + ROWS_PER_WARP : seq_q;
+  const int pos_first = warp_row0 + shift, pos_last = warp_row_end - 1 + shift;
   const int window_left = p.window_left < 0 ? -1 : (int)p.window_left;
   const int window_right = p.window_right < 0 ? -1 : (int)p.window_right;
+  /* Scores stay unscaled and the scale rides in the exp2 FMA (s * c - m * c)
+   * when it is positive; otherwise they are scaled first so the max is
+   * still taken over what the softmax sees. */
+  const bool scale_in_exp = p.scale_log2 > 0.0f;
+  const float exp_scale = scale_in_exp ? p.scale_log2 : 1.0f;
 
-  for (int64_t it = 0; it < tile_count; it++) {
+  for (int it = 0; it < tile_count; it++) {
     tsr_cp_async_wait<0>();
     __syncthreads();
     if (Q_REGS && it == 0) {
 #pragma unroll
-      for (int ks = 0; ks < (Q_REGS ? DK : 0); ks++)
-        tsr_ldmatrix_x4(q_frag[ks],
-                        q_tile + (warp * 16 + (lane & 15)) * PITCH + ks * 16 + (lane >> 4) * 8);
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int kd = 0; kd < (Q_REGS ? DK : 0); kd++)
+          tsr_ldmatrix_x4(q_frag[Q_REGS ? mt : 0][Q_REGS ? kd : 0],
+                          q_tile + (warp * ROWS_PER_WARP + mt * 16 + (lane & 15)) * PITCH +
+                              kd * 16 + (lane >> 4) * 8);
     }
-    const int stage = KV_STAGES == 2 ? (int)(it & 1) : 0;
-    if (KV_STAGES == 2 && it + 1 < tile_count)
-      load_kv((int)((it + 1) & 1), first_tile + it + 1);
+    const int stage = STAGES == 2 ? (it & 1) : 0;
+    if (STAGES == 2 && it + 1 < tile_count)
+      load_kv((it + 1) & 1, first_tile + it + 1);
     tsr_cp_async_commit();
     const uint16_t *ks = k_tiles + stage * BKV * PITCH, *vs = v_tiles + stage * BKV * PITCH;
+    const int kv0 = (first_tile + it) * BKV;
 
-    float s[NT_S][4];
+    /* Warp-uniform: a tile none of this warp's rows sees is skipped, and
+     * one all of them see in full needs no mask. */
+    const bool skip = warp_row0 >= seq_q || kv0 >= seq_kv ||
+                      (window_right >= 0 && kv0 > pos_last + window_right) ||
+                      (window_left >= 0 && kv0 + BKV - 1 < pos_first - window_left);
+    const bool full = kv0 + BKV <= seq_kv &&
+                      (window_right < 0 || kv0 + BKV - 1 <= pos_first + window_right) &&
+                      (window_left < 0 || kv0 >= pos_last - window_left);
+    if (!skip) {
+      float s[MT][NT_S][4];
 #pragma unroll
-    for (int i = 0; i < NT_S; i++)
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int e = 0; e < 4; e++)
-        s[i][e] = 0.0f;
+        for (int i = 0; i < NT_S; i++)
 #pragma unroll
-    for (int kd = 0; kd < DK; kd++) {
-      uint32_t a[4];
-      if (Q_REGS) {
+          for (int e = 0; e < 4; e++)
+            s[mt][i][e] = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-          a[e] = q_frag[Q_REGS ? kd : 0][e];
-      } else {
-        tsr_ldmatrix_x4(a, q_tile + (warp * 16 + (lane & 15)) * PITCH + kd * 16 + (lane >> 4) * 8);
-      }
+      for (int kd = 0; kd < DK; kd++) {
+        uint32_t a[MT][4];
 #pragma unroll
-      for (int np = 0; np < NT_S / 2; np++) {
-        uint32_t b[4];
-        tsr_ldmatrix_x4(b, ks + (np * 16 + r8 + (mat >> 1) * 8) * PITCH + kd * 16 + (mat & 1) * 8);
-        tsr_mma_16816<T>(s[2 * np], a, b);
-        tsr_mma_16816<T>(s[2 * np + 1], a, b + 2);
-      }
-    }
-
-    const int kv0 = (int)((first_tile + it) * BKV);
+        for (int mt = 0; mt < MT; mt++) {
+          if (Q_REGS) {
 #pragma unroll
-    for (int nt = 0; nt < NT_S; nt++) {
+            for (int e = 0; e < 4; e++)
+              a[mt][e] = q_frag[Q_REGS ? mt : 0][Q_REGS ? kd : 0][e];
+          } else {
+            tsr_ldmatrix_x4(a[mt], q_tile + (warp * ROWS_PER_WARP + mt * 16 + (lane & 15)) * PITCH +
+                                       kd * 16 + (lane >> 4) * 8);
+          }
+        }
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int key = kv0 + nt * 8 + 2 * q4 + (e & 1);
-        int position = pos[e >> 1];
-        bool visible = key < seq_kv && (window_left < 0 || key >= position - window_left) &&
-                       (window_right < 0 || key <= position + window_right);
-        s[nt][e] = visible ? s[nt][e] * p.scale_log2 : -INFINITY;
-      }
-    }
+        for (int np = 0; np < NT_S / 2; np++) {
+          uint32_t b[4];
+          tsr_ldmatrix_x4(b,
+                          ks + (np * 16 + r8 + (mat >> 1) * 8) * PITCH + kd * 16 + (mat & 1) * 8);
 #pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < NT_S; nt++)
-        tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * rr], s[nt][2 * rr + 1]));
-      tile_max = fmaxf(tile_max, TSR_SHFL_XOR(tile_max, 1));
-      tile_max = fmaxf(tile_max, TSR_SHFL_XOR(tile_max, 2));
-      float new_max = fmaxf(row_max[rr], tile_max);
-      bool empty = new_max == -INFINITY;
-      float rescale = empty ? 1.0f : exp2f(row_max[rr] - new_max);
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < NT_S; nt++) {
-#pragma unroll
-        for (int e = 2 * rr; e < 2 * rr + 2; e++) {
-          float prob = empty ? 0.0f : exp2f(s[nt][e] - new_max);
-          s[nt][e] = prob;
-          sum += prob;
+          for (int mt = 0; mt < MT; mt++) {
+            tsr_mma_16816<T>(s[mt][2 * np], a[mt], b);
+            tsr_mma_16816<T>(s[mt][2 * np + 1], a[mt], b + 2);
+          }
         }
       }
-      row_sum[rr] = row_sum[rr] * rescale + sum;
-      row_max[rr] = new_max;
+
+      if (!scale_in_exp) {
 #pragma unroll
-      for (int dt = 0; dt < NT_O; dt++) {
-        o[dt][2 * rr] *= rescale;
-        o[dt][2 * rr + 1] *= rescale;
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int nt = 0; nt < NT_S; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              s[mt][nt][e] *= p.scale_log2;
       }
-    }
+      if (!full) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+          for (int nt = 0; nt < NT_S; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              int key = kv0 + nt * 8 + 2 * q4 + (e & 1);
+              int position = warp_row0 + mt * 16 + g + (e >> 1) * 8 + shift;
+              bool visible = key < seq_kv && (window_left < 0 || key >= position - window_left) &&
+                             (window_right < 0 || key <= position + window_right);
+              if (!visible)
+                s[mt][nt][e] = -INFINITY;
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+          float tile_max = -INFINITY;
+#pragma unroll
+          for (int nt = 0; nt < NT_S; nt++)
+            tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * rr], s[mt][nt][2 * rr + 1]));
+          tile_max = fmaxf(tile_max, TSR_SHFL_XOR(tile_max, 1));
+          tile_max = fmaxf(tile_max, TSR_SHFL_XOR(tile_max, 2));
+          const float new_max = fmaxf(row_max[mt][rr], tile_max);
+          /* A row that has seen no key yet keeps max -inf: subtracting 0
+           * instead keeps exp2(-inf) = 0 and no inf - inf. */
+          const float max_scaled = new_max == -INFINITY ? 0.0f : __fmul_rn(new_max, exp_scale);
+          /* Both products rounded alike (no FMA contraction), so an
+           * unchanged max rescales by exactly 1. */
+          const float rescale = attn_exp2(__fmul_rn(row_max[mt][rr], exp_scale) - max_scaled);
+          row_max[mt][rr] = new_max;
+          float sum = 0.0f;
+#pragma unroll
+          for (int nt = 0; nt < NT_S; nt++) {
+#pragma unroll
+            for (int e = 2 * rr; e < 2 * rr + 2; e++) {
+              float prob = attn_exp2(fmaf(s[mt][nt][e], exp_scale, -max_scaled));
+              s[mt][nt][e] = prob;
+              sum += prob;
+            }
+          }
+          row_sum[mt][rr] = row_sum[mt][rr] * rescale + sum;
+#pragma unroll
+          for (int dt = 0; dt < NT_O; dt++) {
+            o[mt][dt][2 * rr] *= rescale;
+            o[mt][dt][2 * rr + 1] *= rescale;
+          }
+        }
+      }
 
 #pragma unroll
-    for (int kk = 0; kk < BKV / 16; kk++) {
-      uint32_t a[4];
-      a[0] = tsr_pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = tsr_pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = tsr_pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = tsr_pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      for (int kk = 0; kk < BKV / 16; kk++) {
+        uint32_t a[MT][4];
 #pragma unroll
-      for (int dp = 0; dp < NT_O / 2; dp++) {
-        uint32_t b[4];
-        tsr_ldmatrix_x4_trans(b, vs + (kk * 16 + r8 + (mat & 1) * 8) * PITCH + dp * 16 +
-                                     (mat >> 1) * 8);
-        tsr_mma_16816<T>(o[2 * dp], a, b);
-        tsr_mma_16816<T>(o[2 * dp + 1], a, b + 2);
+        for (int mt = 0; mt < MT; mt++) {
+          a[mt][0] = attn_pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          a[mt][1] = attn_pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          a[mt][2] = attn_pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          a[mt][3] = attn_pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < NT_O / 2; dp++) {
+          uint32_t b[4];
+          tsr_ldmatrix_x4_trans(b, vs + (kk * 16 + r8 + (mat & 1) * 8) * PITCH + dp * 16 +
+                                       (mat >> 1) * 8);
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            tsr_mma_16816<T>(o[mt][2 * dp], a[mt], b);
+            tsr_mma_16816<T>(o[mt][2 * dp + 1], a[mt], b + 2);
+          }
+        }
       }
     }
-    if (KV_STAGES == 1 && it + 1 < tile_count) {
+    if (STAGES == 1 && it + 1 < tile_count) {
       __syncthreads();
       load_kv(0, first_tile + it + 1);
       tsr_cp_async_commit();
@@ -216,32 +320,35 @@ TSR_DEVICE void flash_body(const attention_params &p) {
   tsr_cp_async_wait<0>();
 
 #pragma unroll
-  for (int rr = 0; rr < 2; rr++) {
-    float total = row_sum[rr];
-    total += TSR_SHFL_XOR(total, 1);
-    total += TSR_SHFL_XOR(total, 2);
-    int64_t row = row0 + rr * 8;
-    if (row >= seq_q)
-      continue;
-    float inverse = total > 0.0f ? 1.0f / total : 0.0f;
-    T *o_row = (T *)p.o + batch * p.o_b + head * p.o_h + row * p.o_s;
+  for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
-    for (int dt = 0; dt < NT_O; dt++) {
-      int64_t col = dt * 8 + 2 * q4;
-      if (col < dim) {
-        float v0 = o[dt][2 * rr] * inverse, v1 = o[dt][2 * rr + 1] * inverse;
-        T *dst = o_row + col * p.o_d;
-        if (p.o_d == 1 && ((uintptr_t)dst & 3) == 0) {
-          *(uint32_t *)dst = tsr_pack2<T>(v0, v1);
-        } else {
-          dst[0] = tsr_elem<T>::from_float(v0);
-          dst[p.o_d] = tsr_elem<T>::from_float(v1);
+    for (int rr = 0; rr < 2; rr++) {
+      float total = row_sum[mt][rr];
+      total += TSR_SHFL_XOR(total, 1);
+      total += TSR_SHFL_XOR(total, 2);
+      const int row = warp_row0 + mt * 16 + rr * 8 + g;
+      if (row >= seq_q)
+        continue;
+      float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+      T *o_row = (T *)p.o + batch * p.o_b + head * p.o_h + row * p.o_s;
+#pragma unroll
+      for (int dt = 0; dt < NT_O; dt++) {
+        int col = dt * 8 + 2 * q4;
+        if (col < dim) {
+          float v0 = o[mt][dt][2 * rr] * inverse, v1 = o[mt][dt][2 * rr + 1] * inverse;
+          T *dst = o_row + col * p.o_d;
+          if (p.o_d == 1 && ((uintptr_t)dst & 3) == 0) {
+            *(uint32_t *)dst = attn_pack2<T>(v0, v1);
+          } else {
+            dst[0] = tsr_elem<T>::from_float(v0);
+            dst[p.o_d] = tsr_elem<T>::from_float(v1);
+          }
         }
       }
-    }
-    if (p.has_lse && q4 == 0) {
-      float lse = total > 0.0f ? (row_max[rr] + log2f(total)) * kLn2 : -INFINITY;
-      ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + row * p.lse_s] = lse;
+      if (p.has_lse && q4 == 0) {
+        float lse = total > 0.0f ? (row_max[mt][rr] * exp_scale + log2f(total)) * kLn2 : -INFINITY;
+        ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + row * p.lse_s] = lse;
+      }
     }
   }
 #else
@@ -249,6 +356,422 @@ TSR_DEVICE void flash_body(const attention_params &p) {
   (void)k_base;
   (void)v_base;
   (void)tile_count;
+  __trap();
+#endif
+}
+
+/* ---- sm_90a: wgmma flash kernel ---------------------------------------- */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TSR_ATTN_HAS_WGMMA 1
+#else
+#define TSR_ATTN_HAS_WGMMA 0
+#endif
+
+#if TSR_ATTN_HAS_WGMMA
+
+/* Shared-memory matrix descriptor, no swizzle: 8 x 16-byte core matrices,
+ * `leading` bytes apart along K and `stride` bytes apart along M/N. */
+TSR_DEVICE uint64_t attn_wgmma_desc(const void *tile, uint32_t leading, uint32_t stride) {
+  return (uint64_t)((tsr_smem_address(tile) & 0x3FFFF) >> 4) | ((uint64_t)(leading >> 4) << 16) |
+         ((uint64_t)(stride >> 4) << 32);
+}
+/* Pins accumulator registers in place around the asynchronous products, so
+ * the compiler neither reads them before the wait nor moves writes past the
+ * issue. */
+template <int N> TSR_DEVICE void attn_pin_registers(float *r) {
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    asm volatile("" : "+f"(r[i])::"memory");
+}
+
+/* D (64 x 64, f32) = A B (+ D when accumulate): A and B from shared memory. */
+template <typename T, int TRANS_B>
+TSR_DEVICE void attn_wgmma_ss_n64(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
+#define TSR_ATTN_WGMMA_SS_N64(type)                                                                \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " "                     \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, " \
+               "p, 1, 1, 0, %35;\n}\n"                                                             \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),           \
+                 "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),         \
+                 "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),     \
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),     \
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),     \
+                 "+f"(d[30]), "+f"(d[31])                                                          \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_B))
+  if constexpr (std::is_same<T, tsr_bf16>::value)
+    TSR_ATTN_WGMMA_SS_N64("bf16");
+  else
+    TSR_ATTN_WGMMA_SS_N64("f16");
+#undef TSR_ATTN_WGMMA_SS_N64
+}
+
+/* D (64 x 64, f32) += A B: A (64 x 16) from registers, B from shared memory. */
+template <typename T, int TRANS_B>
+TSR_DEVICE void attn_wgmma_rs_n64(float *d, const uint32_t *a, uint64_t desc_b) {
+#define TSR_ATTN_WGMMA_RS_N64(type)                                                                \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " "                     \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, "     \
+               "%33, %34, %35}, %36, p, 1, 1, %37;\n}\n"                                           \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),           \
+                 "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),         \
+                 "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),     \
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),     \
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),     \
+                 "+f"(d[30]), "+f"(d[31])                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(1))
+  if constexpr (std::is_same<T, tsr_bf16>::value)
+    TSR_ATTN_WGMMA_RS_N64("bf16");
+  else
+    TSR_ATTN_WGMMA_RS_N64("f16");
+#undef TSR_ATTN_WGMMA_RS_N64
+}
+
+/* D (64 x 128, f32) = A B (+ D when accumulate): A and B from shared memory. */
+template <typename T, int TRANS_B>
+TSR_DEVICE void attn_wgmma_ss_n128(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
+#define TSR_ATTN_WGMMA_SS_N128(type)                                                               \
+  asm volatile(                                                                                    \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                 \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." type "." type " "                             \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "     \
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, " \
+      "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, " \
+      "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"              \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
+        "+f"(d[63])                                                                                \
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_B))
+  if constexpr (std::is_same<T, tsr_bf16>::value)
+    TSR_ATTN_WGMMA_SS_N128("bf16");
+  else
+    TSR_ATTN_WGMMA_SS_N128("f16");
+#undef TSR_ATTN_WGMMA_SS_N128
+}
+
+/* D (64 x 128, f32) += A B: A (64 x 16) from registers, B from shared memory. */
+template <typename T, int TRANS_B>
+TSR_DEVICE void attn_wgmma_rs_n128(float *d, const uint32_t *a, uint64_t desc_b) {
+#define TSR_ATTN_WGMMA_RS_N128(type)                                                               \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." type "." type " "                    \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "  \
+               "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "  \
+               "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, "     \
+               "%65, %66, %67}, %68, p, 1, 1, %69;\n}\n"                                           \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),           \
+                 "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),         \
+                 "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),     \
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),     \
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),     \
+                 "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),     \
+                 "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),     \
+                 "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),     \
+                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),     \
+                 "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),     \
+                 "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(1))
+  if constexpr (std::is_same<T, tsr_bf16>::value)
+    TSR_ATTN_WGMMA_RS_N128("bf16");
+  else
+    TSR_ATTN_WGMMA_RS_N128("f16");
+#undef TSR_ATTN_WGMMA_RS_N128
+}
+
+template <typename T, int N, int TRANS_B>
+TSR_DEVICE void attn_wgmma_ss(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert(N == 64 || N == 128, "attn_wgmma_ss covers n64 and n128");
+  if constexpr (N == 64)
+    attn_wgmma_ss_n64<T, TRANS_B>(d, desc_a, desc_b, accumulate);
+  else
+    attn_wgmma_ss_n128<T, TRANS_B>(d, desc_a, desc_b, accumulate);
+}
+template <typename T, int N, int TRANS_B>
+TSR_DEVICE void attn_wgmma_rs(float *d, const uint32_t *a, uint64_t desc_b) {
+  static_assert(N == 64 || N == 128, "attn_wgmma_rs covers n64 and n128");
+  if constexpr (N == 64)
+    attn_wgmma_rs_n64<T, TRANS_B>(d, a, desc_b);
+  else
+    attn_wgmma_rs_n128<T, TRANS_B>(d, a, desc_b);
+}
+
+#endif /* TSR_ATTN_HAS_WGMMA */
+
+/* The sm_90a kernel: WGS warpgroups, each owning 64 consecutive query rows
+ * (BQ = 64 WGS). S = Q K^T is one wgmma chain per tile (Q and K from shared
+ * memory), O += P V another (P from registers, V read N-major). Tiles sit in
+ * shared memory as 8-row x 16-byte core matrices, core (row block i, column
+ * block j) at i * DP * 16 + j * 128 bytes: cp.async fills them with
+ * consecutive threads on consecutive 16-byte cells, free of bank conflicts.
+ * Loading, masks and the online softmax are the mma.sync kernel's, per
+ * warpgroup instead of per warp. */
+template <typename T, int DP, int BKV, int WGS, bool OVERLAP>
+TSR_DEVICE void flash_wgmma_body(const attention_params &p) {
+#if TSR_ATTN_HAS_WGMMA
+  constexpr int BQ = 64 * WGS, THREADS = 128 * WGS, CHUNKS = DP / 8;
+  constexpr int STAGES = OVERLAP ? 3 : 2;
+  constexpr int NT_S = BKV / 8, NT_O = DP / 8, DK = DP / 16;
+  constexpr int ROW_BLOCK_BYTES = DP * 16; /* 8 rows */
+  constexpr int LOAD_ROW_STEP = THREADS / CHUNKS;
+  static_assert(THREADS % (8 * CHUNKS) == 0, "every thread copies one fixed column");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint16_t *q_tile = (uint16_t *)smem_raw;
+  uint16_t *k_tiles = q_tile + BQ * DP;
+  uint16_t *v_tiles = k_tiles + STAGES * BKV * DP;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q4 = lane & 3;
+  const int group = warp >> 2, warp_in_group = warp & 3;
+  const int64_t q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ, head = blockIdx.y,
+                batch = blockIdx.z;
+  const int64_t kv_head = head / p.group;
+  const int seq_q = (int)p.seq_q, seq_kv = (int)p.seq_kv, dim = (int)p.head_dim;
+  const uint16_t *q_base = (const uint16_t *)p.q + batch * p.q_b + head * p.q_h;
+  const uint16_t *k_base = (const uint16_t *)p.k + batch * p.k_b + kv_head * p.k_h;
+  const uint16_t *v_base = (const uint16_t *)p.v + batch * p.v_b + kv_head * p.v_h;
+
+  int64_t q_last = (q0 + BQ < p.seq_q ? q0 + BQ : p.seq_q) - 1;
+  int64_t kv_lo, kv_hi;
+  key_range(p, q0, q_last, &kv_lo, &kv_hi);
+  const int first_tile = (int)(kv_lo / BKV);
+  const int tile_count =
+      kv_hi > kv_lo ? (int)((kv_hi - (int64_t)first_tile * BKV + BKV - 1) / BKV) : 0;
+
+  /* Thread t copies row (t / 8CHUNKS) 8 + t % 8 (plus row steps) at column
+   * block (t / 8) % CHUNKS into cell t (plus THREADS per row step). */
+  const int load_col = ((tid >> 3) % CHUNKS) * 8, load_row = (tid / (8 * CHUNKS)) * 8 + (tid & 7);
+  const int col_bytes = load_col < dim ? (dim - load_col >= 8 ? 16 : (dim - load_col) * 2) : 0;
+  {
+    const uint16_t *from = q_base + (q0 + load_row) * p.q_s + load_col;
+    const int64_t step = (int64_t)LOAD_ROW_STEP * p.q_s;
+#pragma unroll
+    for (int r = 0, cell = tid; load_row + r < BQ;
+         r += LOAD_ROW_STEP, cell += THREADS, from += step) {
+      bool inside = q0 + load_row + r < p.seq_q && col_bytes > 0;
+      tsr_cp_async16(q_tile + cell * 8, inside ? from : q_base, inside ? col_bytes : 0);
+    }
+  }
+  const int64_t k_step = (int64_t)LOAD_ROW_STEP * p.k_s, v_step = (int64_t)LOAD_ROW_STEP * p.v_s;
+  auto load_kv = [&](int stage, int tile) {
+    const int kv0 = tile * BKV;
+    uint16_t *ks = k_tiles + stage * BKV * DP, *vs = v_tiles + stage * BKV * DP;
+    const uint16_t *k_from = k_base + (int64_t)(kv0 + load_row) * p.k_s + load_col;
+    const uint16_t *v_from = v_base + (int64_t)(kv0 + load_row) * p.v_s + load_col;
+#pragma unroll
+    for (int r = 0, cell = tid; load_row + r < BKV;
+         r += LOAD_ROW_STEP, cell += THREADS, k_from += k_step, v_from += v_step) {
+      bool inside = kv0 + load_row + r < seq_kv && col_bytes > 0;
+      int bytes = inside ? col_bytes : 0;
+      tsr_cp_async16(ks + cell * 8, inside ? k_from : k_base, bytes);
+      tsr_cp_async16(vs + cell * 8, inside ? v_from : v_base, bytes);
+    }
+  };
+  if (tile_count > 0)
+    load_kv(0, first_tile);
+  tsr_cp_async_commit();
+
+  float o[NT_O * 4], s[NT_S * 4];
+#pragma unroll
+  for (int i = 0; i < NT_O * 4; i++)
+    o[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < NT_S * 4; i++)
+    s[i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  const int shift = seq_kv - seq_q;
+  const int group_row0 = (int)q0 + group * 64, warp_row0 = group_row0 + warp_in_group * 16;
+  const int group_row_end = group_row0 + 64 < seq_q ? group_row0 + 64 : seq_q;
+  const int pos_first = group_row0 + shift, pos_last = group_row_end - 1 + shift;
+  const int window_left = p.window_left < 0 ? -1 : (int)p.window_left;
+  const int window_right = p.window_right < 0 ? -1 : (int)p.window_right;
+  const bool scale_in_exp = p.scale_log2 > 0.0f;
+  const float exp_scale = scale_in_exp ? p.scale_log2 : 1.0f;
+  const uint64_t q_desc =
+      attn_wgmma_desc(q_tile + group * 8 * (ROW_BLOCK_BYTES / 2), 128, ROW_BLOCK_BYTES);
+
+  /* OVERLAP: the product O += P V of one tile runs on the tensor cores
+   * while the softmax of the next tile runs on the other units (its V stays
+   * one stage longer, hence three stages); O is rescaled once it lands. */
+  uint32_t pa[BKV / 16][4];
+  bool pending = false;
+  const uint16_t *pending_v = v_tiles;
+  auto issue_pv = [&](const uint16_t *vs) {
+    /* V as B, N-major (transposed): key blocks are the K stride, column
+     * blocks N. */
+    const uint64_t v_desc = attn_wgmma_desc(vs, ROW_BLOCK_BYTES, 128);
+    tsr_wgmma_fence();
+    attn_pin_registers<NT_O * 4>(o);
+#pragma unroll
+    for (int kk = 0; kk < BKV / 16; kk++)
+      attn_wgmma_rs<T, DP, 1>(o, pa[kk], v_desc + kk * ((2 * ROW_BLOCK_BYTES) >> 4));
+    tsr_wgmma_commit();
+  };
+
+  for (int it = 0; it < tile_count; it++) {
+    tsr_cp_async_wait<0>();
+    tsr_fence_proxy_async();
+    __syncthreads();
+    const int stage = it % STAGES;
+    if (it + 1 < tile_count)
+      load_kv((it + 1) % STAGES, first_tile + it + 1);
+    tsr_cp_async_commit();
+    const uint16_t *ks = k_tiles + stage * BKV * DP, *vs = v_tiles + stage * BKV * DP;
+    const int kv0 = (first_tile + it) * BKV;
+
+    /* Warpgroup-uniform, since wgmma runs on all four warps together. */
+    const bool active = !(group_row0 >= seq_q || kv0 >= seq_kv ||
+                          (window_right >= 0 && kv0 > pos_last + window_right) ||
+                          (window_left >= 0 && kv0 + BKV - 1 < pos_first - window_left));
+    const bool full = kv0 + BKV <= seq_kv &&
+                      (window_right < 0 || kv0 + BKV - 1 <= pos_first + window_right) &&
+                      (window_left < 0 || kv0 >= pos_last - window_left);
+    if (!OVERLAP && !active)
+      continue;
+
+    if (active) {
+      /* K as B, K-major: key blocks are the N stride, column blocks K. */
+      const uint64_t k_desc = attn_wgmma_desc(ks, 128, ROW_BLOCK_BYTES);
+      tsr_wgmma_fence();
+#pragma unroll
+      for (int kd = 0; kd < DK; kd++)
+        attn_wgmma_ss<T, BKV, 0>(s, q_desc + kd * (256 >> 4), k_desc + kd * (256 >> 4), kd > 0);
+      tsr_wgmma_commit();
+    }
+    if (OVERLAP && pending)
+      issue_pv(pending_v);
+    float rescale[2] = {1.0f, 1.0f};
+    if (active) {
+      if (OVERLAP && pending)
+        tsr_wgmma_wait<1>();
+      else
+        tsr_wgmma_wait<0>();
+      attn_pin_registers<NT_S * 4>(s);
+
+      if (!scale_in_exp) {
+#pragma unroll
+        for (int i = 0; i < NT_S * 4; i++)
+          s[i] *= p.scale_log2;
+      }
+      if (!full) {
+#pragma unroll
+        for (int nt = 0; nt < NT_S; nt++) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            int key = kv0 + nt * 8 + 2 * q4 + (e & 1);
+            int position = warp_row0 + g + (e >> 1) * 8 + shift;
+            bool visible = key < seq_kv && (window_left < 0 || key >= position - window_left) &&
+                           (window_right < 0 || key <= position + window_right);
+            if (!visible)
+              s[nt * 4 + e] = -INFINITY;
+          }
+        }
+      }
+#pragma unroll
+      for (int rr = 0; rr < 2; rr++) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < NT_S; nt++)
+          tile_max = fmaxf(tile_max, fmaxf(s[nt * 4 + 2 * rr], s[nt * 4 + 2 * rr + 1]));
+        tile_max = fmaxf(tile_max, TSR_SHFL_XOR(tile_max, 1));
+        tile_max = fmaxf(tile_max, TSR_SHFL_XOR(tile_max, 2));
+        const float new_max = fmaxf(row_max[rr], tile_max);
+        const float max_scaled = new_max == -INFINITY ? 0.0f : __fmul_rn(new_max, exp_scale);
+        rescale[rr] = attn_exp2(__fmul_rn(row_max[rr], exp_scale) - max_scaled);
+        row_max[rr] = new_max;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < NT_S; nt++) {
+#pragma unroll
+          for (int e = 2 * rr; e < 2 * rr + 2; e++) {
+            float prob = attn_exp2(fmaf(s[nt * 4 + e], exp_scale, -max_scaled));
+            s[nt * 4 + e] = prob;
+            sum += prob;
+          }
+        }
+        row_sum[rr] = row_sum[rr] * rescale[rr] + sum;
+      }
+    }
+    if (OVERLAP && pending) {
+      tsr_wgmma_wait<0>();
+      attn_pin_registers<NT_O * 4>(o);
+    }
+    pending = false;
+    if (active) {
+#pragma unroll
+      for (int rr = 0; rr < 2; rr++) {
+#pragma unroll
+        for (int dt = 0; dt < NT_O; dt++) {
+          o[dt * 4 + 2 * rr] *= rescale[rr];
+          o[dt * 4 + 2 * rr + 1] *= rescale[rr];
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < BKV / 16; kk++) {
+        pa[kk][0] = attn_pack2<T>(s[(2 * kk) * 4 + 0], s[(2 * kk) * 4 + 1]);
+        pa[kk][1] = attn_pack2<T>(s[(2 * kk) * 4 + 2], s[(2 * kk) * 4 + 3]);
+        pa[kk][2] = attn_pack2<T>(s[(2 * kk + 1) * 4 + 0], s[(2 * kk + 1) * 4 + 1]);
+        pa[kk][3] = attn_pack2<T>(s[(2 * kk + 1) * 4 + 2], s[(2 * kk + 1) * 4 + 3]);
+      }
+      if (OVERLAP) {
+        pending = true;
+        pending_v = vs;
+      } else {
+        issue_pv(vs);
+        tsr_wgmma_wait<0>();
+        attn_pin_registers<NT_O * 4>(o);
+      }
+    }
+  }
+  if (OVERLAP && pending) {
+    issue_pv(pending_v);
+    tsr_wgmma_wait<0>();
+    attn_pin_registers<NT_O * 4>(o);
+  }
+  tsr_cp_async_wait<0>();
+
+#pragma unroll
+  for (int rr = 0; rr < 2; rr++) {
+    float total = row_sum[rr];
+    total += TSR_SHFL_XOR(total, 1);
+    total += TSR_SHFL_XOR(total, 2);
+    const int row = warp_row0 + rr * 8 + g;
+    if (row >= seq_q)
+      continue;
+    float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+    T *o_row = (T *)p.o + batch * p.o_b + head * p.o_h + row * p.o_s;
+#pragma unroll
+    for (int dt = 0; dt < NT_O; dt++) {
+      int col = dt * 8 + 2 * q4;
+      if (col < dim) {
+        float v0 = o[dt * 4 + 2 * rr] * inverse, v1 = o[dt * 4 + 2 * rr + 1] * inverse;
+        T *dst = o_row + col * p.o_d;
+        if (p.o_d == 1 && ((uintptr_t)dst & 3) == 0) {
+          *(uint32_t *)dst = attn_pack2<T>(v0, v1);
+        } else {
+          dst[0] = tsr_elem<T>::from_float(v0);
+          dst[p.o_d] = tsr_elem<T>::from_float(v1);
+        }
+      }
+    }
+    if (p.has_lse && q4 == 0) {
+      float lse = total > 0.0f ? (row_max[rr] * exp_scale + log2f(total)) * kLn2 : -INFINITY;
+      ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + row * p.lse_s] = lse;
+    }
+  }
+#else
+  (void)p;
   __trap();
 #endif
 }
@@ -344,15 +867,26 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
 } /* namespace */
 
 #if !defined(__HIPCC__)
-#define TSR_DEFINE_FLASH_DTYPE(dt, T, DP, BKV, STAGES, QREGS)                                      \
-  TSR_KERNEL void __launch_bounds__(128)                                                           \
-      tsr_attention_flash_##dt##_d##DP(TSR_PARAMS(tsr_gpu_attention_params) p) {                   \
-    flash_body<T, DP, BKV, STAGES, QREGS != 0>(p);                                                 \
+#define TSR_DEFINE_FLASH_DTYPE(dt, T, DP, BQ, BKV, WARPS, STAGES, QREGS)                           \
+  TSR_KERNEL void __launch_bounds__((WARPS)*32)                                                    \
+      tsr_attention_flash_##dt##_d##DP##_##BQ##x##BKV##_w##WARPS(                                  \
+          TSR_PARAMS(tsr_gpu_attention_params) p) {                                                \
+    flash_body<T, DP, BQ, BKV, WARPS, STAGES, QREGS != 0>(p);                                      \
   }
-#define TSR_DEFINE_FLASH(DP, BKV, STAGES, QREGS)                                                   \
-  TSR_DEFINE_FLASH_DTYPE(bf16, tsr_bf16, DP, BKV, STAGES, QREGS)                                   \
-  TSR_DEFINE_FLASH_DTYPE(f16, tsr_f16, DP, BKV, STAGES, QREGS)
+#define TSR_DEFINE_FLASH(DP, BQ, BKV, WARPS, STAGES, QREGS)                                        \
+  TSR_DEFINE_FLASH_DTYPE(bf16, tsr_bf16, DP, BQ, BKV, WARPS, STAGES, QREGS)                        \
+  TSR_DEFINE_FLASH_DTYPE(f16, tsr_f16, DP, BQ, BKV, WARPS, STAGES, QREGS)
 TSR_FLASH_CONFIGS(TSR_DEFINE_FLASH)
+#define TSR_DEFINE_FLASH_WGMMA_DTYPE(dt, T, DP, BQ, BKV, OV)                                       \
+  TSR_KERNEL void __launch_bounds__((BQ)*2, 1)                                                     \
+      tsr_attention_wgmma_##dt##_d##DP##_##BQ##x##BKV##_o##OV(TSR_PARAMS(tsr_gpu_attention_params) \
+                                                                  p) {                             \
+    flash_wgmma_body<T, DP, BKV, (BQ) / 64, (OV) != 0>(p);                                         \
+  }
+#define TSR_DEFINE_FLASH_WGMMA(DP, BQ, BKV, OV)                                                    \
+  TSR_DEFINE_FLASH_WGMMA_DTYPE(bf16, tsr_bf16, DP, BQ, BKV, OV)                                    \
+  TSR_DEFINE_FLASH_WGMMA_DTYPE(f16, tsr_f16, DP, BQ, BKV, OV)
+TSR_FLASH_WGMMA_CONFIGS(TSR_DEFINE_FLASH_WGMMA)
 #endif
 
 #define TSR_DEFINE_ATTN_GENERIC(dt, T)                                                             \

@@ -44,12 +44,14 @@ TSR_DEVICE void batch_pointers(const gemm_params &p, int64_t batch, gemm_tile &t
   t.m = p.m;
 }
 
-/* Block -> tile. Plain GEMM: blockIdx.y is the batch entry, blockIdx.x the
- * tile, walked in groups of 8 tile rows so that neighbouring blocks share A
- * and B panels in L2. Grouped GEMM: blockIdx.x runs over the tiles of all
- * groups of the launch; a binary search over the prefix sums finds the group. */
-TSR_DEVICE void resolve_tile(const gemm_params &p, int bm, int bn, gemm_tile &t) {
-  int64_t linear = blockIdx.x, tm, tn;
+/* Tile `linear` of batch entry `batch` (plain GEMM) or of the launch
+ * (grouped: it runs over the tiles of all groups; a binary search over the
+ * prefix sums finds the group). Plain GEMM walks tiles in groups of 8 tile
+ * rows so that neighbouring blocks share A and B panels in L2. `group` gets
+ * the group's slot in the launch (grouped) or -1. */
+TSR_DEVICE void resolve_tile_at(const gemm_params &p, int64_t linear, int64_t batch, int bm, int bn,
+                                gemm_tile &t, int &group) {
+  int64_t tm, tn;
   if (p.group_count > 0) {
     int lo = 0, hi = p.group_count;
     while (hi - lo > 1) {
@@ -63,14 +65,15 @@ TSR_DEVICE void resolve_tile(const gemm_params &p, int bm, int bn, gemm_tile &t)
     tm = local / p.tiles_n;
     tn = local % p.tiles_n;
     int64_t row0 = p.group_row_start[lo];
-    int64_t group = p.group_index[lo];
+    int64_t index = p.group_index[lo];
     int in_size = dtype_size(p.in_dtype), out_size = dtype_size(p.out_dtype);
     t.a = (const char *)p.a + row0 * p.a_m * in_size;
-    t.b = (const char *)p.b + group * p.b_batch * in_size;
+    t.b = (const char *)p.b + index * p.b_batch * in_size;
     t.c = nullptr;
-    t.bias = (const char *)p.bias + group * p.bias_batch * out_size;
+    t.bias = (const char *)p.bias + index * p.bias_batch * out_size;
     t.d = (char *)p.d + row0 * p.d_m * out_size;
     t.m = p.group_row_start[lo + 1] - row0;
+    group = lo;
   } else {
     const int64_t rows_per_group = 8;
     int64_t span = rows_per_group * p.tiles_n;
@@ -79,10 +82,17 @@ TSR_DEVICE void resolve_tile(const gemm_params &p, int bm, int bn, gemm_tile &t)
     int64_t within = linear % span;
     tm = first + within % rows_here;
     tn = within / rows_here;
-    batch_pointers(p, (int64_t)p.batch_offset + blockIdx.y, t);
+    batch_pointers(p, batch, t);
+    group = -1;
   }
   t.m0 = tm * bm;
   t.n0 = tn * bn;
+}
+
+/* Block -> tile: blockIdx.x is the tile, blockIdx.y the batch entry. */
+TSR_DEVICE void resolve_tile(const gemm_params &p, int bm, int bn, gemm_tile &t) {
+  int group;
+  resolve_tile_at(p, blockIdx.x, (int64_t)p.batch_offset + blockIdx.y, bm, bn, t, group);
 }
 
 /* alpha * acc + beta * C + bias, then the activation: one output element. */

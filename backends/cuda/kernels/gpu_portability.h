@@ -236,6 +236,26 @@ TSR_DEVICE uint32_t tsr_to_tf32(float x) {
   return r;
 }
 
+/* sm_90a warpgroup matrix products (wgmma), shared by the GEMM and attention
+ * kernels: ordering around the asynchronous products. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+TSR_DEVICE void tsr_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+TSR_DEVICE void tsr_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+/* Waits until at most N committed groups are still running. */
+template <int N> TSR_DEVICE void tsr_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Ordinary (generic-proxy) shared-memory writes, cp.async's included, before
+ * the tensor cores or the copy engine read them through the async proxy. */
+TSR_DEVICE void tsr_fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+#endif
+
 #endif
 
 /* Two f32 values as one register of two 16-bit values (low half first). */

@@ -14,6 +14,10 @@
   X(64, 128, 32, 2, 2, 4)                                                                          \
   X(64, 64, 32, 2, 2, 4)
 
+/* Hopper GEMM for bf16 / f16 (sm_90a: wgmma fed by TMA, warp-specialised,
+ * persistent): X(BN, STAGES); 128 x BN x 64 block tiles. */
+#define TSR_GEMM_WGMMA_CONFIGS(X) X(256, 4) X(128, 6)
+
 /* Tensor-core GEMM for f32 inputs in tf32 (mma.sync m16n8k8), same fields. */
 #define TSR_GEMM_TF32_CONFIGS(X)                                                                   \
   X(128, 128, 16, 2, 4, 4)                                                                         \
@@ -24,12 +28,31 @@
 #define TSR_GEMV_K_ROWS(X) X(1) X(4) X(16)
 #define TSR_GEMV_N_ROWS(X) X(1) X(4) X(8)
 
-/* Flash attention on tensor cores: X(DP, BKV, KV_STAGES, Q_IN_REGISTERS):
- * head dims up to DP (multiples of 8), BKV keys per tile. */
+/* Flash attention on tensor cores: X(DP, BQ, BKV, WARPS, KV_STAGES,
+ * Q_IN_REGISTERS): head dims up to DP (multiples of 8), BQ query rows per
+ * block over WARPS warps (BQ / WARPS rows, a multiple of 16, per warp), BKV
+ * keys per tile. Per head dim, the fastest on sm_90 (H100, measured) comes
+ * first; the 64-row configs fit GPUs with less shared memory per block
+ * (sm_86/89). */
 #define TSR_FLASH_CONFIGS(X)                                                                       \
-  X(64, 64, 2, 1)                                                                                  \
-  X(128, 64, 2, 1)                                                                                 \
-  X(256, 32, 1, 0)
+  X(64, 128, 128, 4, 2, 0)                                                                         \
+  X(64, 128, 64, 4, 2, 1)                                                                          \
+  X(64, 128, 64, 8, 2, 1)                                                                          \
+  X(64, 64, 64, 4, 2, 1)                                                                           \
+  X(128, 128, 64, 4, 2, 0)                                                                         \
+  X(128, 128, 64, 8, 2, 1)                                                                         \
+  X(128, 64, 64, 4, 2, 1)                                                                          \
+  X(256, 64, 32, 4, 1, 0)
+
+/* Flash attention on sm_90a (wgmma): X(DP, BQ, BKV, OVERLAP), BQ / 64
+ * warpgroups of 64 query rows each, BKV keys per tile; OVERLAP 1: each
+ * tile's P V product runs under the next tile's softmax (three key/value
+ * stages), 0: one after the other (two stages). */
+#define TSR_FLASH_WGMMA_CONFIGS(X)                                                                 \
+  X(128, 192, 64, 0)                                                                               \
+  X(128, 192, 64, 1)                                                                               \
+  X(64, 192, 128, 0)                                                                               \
+  X(64, 192, 64, 1)
 
 /* dtype name in kernel names, with its device type. */
 #define TSR_DTYPES_16(X) X(bf16, tsr_bf16) X(f16, tsr_f16)
@@ -37,13 +60,17 @@
 
 #define TSR_GEMM_MMA_NAME(dt, BM, BN, BK, WM, WN, S)                                               \
   "tsr_gemm_mma_" #dt "_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
+#define TSR_GEMM_WGMMA_NAME(dt, BN, S) "tsr_gemm_wgmma_" #dt "_128x" #BN "x64_s" #S
 #define TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S)                                                  \
   "tsr_gemm_tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
 #define TSR_GEMM_SIMT_NAME "tsr_gemm_simt_f32_128x128x8"
 #define TSR_GEMV_K_NAME(dt, R) "tsr_gemv_k_" #dt "_r" #R
 #define TSR_GEMV_N_NAME(dt, R) "tsr_gemv_n_" #dt "_r" #R
 #define TSR_GEMM_SPLITK_NAME "tsr_gemm_splitk_reduce"
-#define TSR_FLASH_NAME(dt, DP) "tsr_attention_flash_" #dt "_d" #DP
+#define TSR_FLASH_NAME(dt, DP, BQ, BKV, W)                                                         \
+  "tsr_attention_flash_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
+#define TSR_FLASH_WGMMA_NAME(dt, DP, BQ, BKV, OV)                                                  \
+  "tsr_attention_wgmma_" #dt "_d" #DP "_" #BQ "x" #BKV "_o" #OV
 #define TSR_ATTN_GENERIC_NAME(dt) "tsr_attention_generic_" #dt
 #define TSR_ROWS_NAME(op, dt) "tsr_" #op "_" #dt
 #define TSR_ELEMENTWISE_NAME(op, dt) "tsr_" #op "_" #dt

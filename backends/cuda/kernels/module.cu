@@ -4,4 +4,5 @@
 #include "attention.cu"
 #include "elementwise.cu"
 #include "gemm.cu"
+#include "gemm_sm90.cu" /* after gemm.cu: shares its tile and epilogue helpers */
 #include "norm.cu"

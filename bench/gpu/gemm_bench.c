@@ -1,0 +1,172 @@
+/* Times bf16 GEMM and grouped GEMM on cuda:0 through the public API, for
+ * what the CLI cannot say: grouped GEMM beyond its 16-group shape syntax
+ * (MoE: G equal groups of T / G tokens, B as [G][K][N]) and how much of a
+ * call's time is host work the GPU waits for. Two timings, each the median
+ * over two rotated input sets after warm-up:
+ *   single  events around one call (as `tessera tune` times: host work of the
+ *           call included)
+ *   queued  events around 10 calls queued back to back, per call (host work
+ *           hidden behind the GPU's)
+ *
+ * usage: gemm_bench gemm M N K [variant...]
+ *        gemm_bench grouped G T N K [variant...]     (no variant: heuristic)
+ * prints: <case> <variant> <single ms> <TFLOP/s> <queued ms> <TFLOP/s> */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/tessera.h"
+
+enum { WARMUP = 3, REPEAT = 15, QUEUED = 10 };
+
+static uint64_t state = 0x2545f4914f6cdd1dull;
+
+static uint16_t random_bf16(void) {
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  float value = (float)((double)(state >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+  uint32_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  return (uint16_t)(bits >> 16);
+}
+
+static tsr_tensor random_tensor(tsr_device *device, tsr_queue *queue, int rank,
+                                const int64_t *shape) {
+  size_t elements = 1;
+  for (int i = 0; i < rank; i++)
+    elements *= (size_t)shape[i];
+  uint16_t *host = malloc(elements * 2);
+  for (size_t i = 0; i < elements; i++)
+    host[i] = random_bf16();
+  tsr_buffer *buffer = NULL;
+  if (tsr_buffer_create(device, elements * 2, &buffer) != TSR_OK ||
+      tsr_buffer_write(queue, buffer, 0, host, elements * 2) != TSR_OK) {
+    fprintf(stderr, "buffer: %s\n", tsr_last_error());
+    exit(1);
+  }
+  free(host);
+  return tsr_tensor_make(buffer, 0, TSR_DTYPE_BF16, rank, shape);
+}
+
+static int compare(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct problem {
+  bool grouped;
+  tsr_tensor a[2], b[2], d;
+  int64_t *sizes, groups;
+} problem;
+
+static tsr_status run_once(tsr_queue *queue, const problem *p, int set, const char *variant) {
+  if (p->grouped) {
+    tsr_grouped_gemm_desc desc = TSR_GROUPED_GEMM_DESC_INIT;
+    desc.a = p->a[set];
+    desc.b = p->b[set];
+    desc.d = p->d;
+    desc.group_sizes = p->sizes;
+    desc.group_count = p->groups;
+    desc.variant = variant;
+    return tsr_grouped_gemm(queue, &desc);
+  }
+  tsr_gemm_desc desc = TSR_GEMM_DESC_INIT;
+  desc.a = p->a[set];
+  desc.b = p->b[set];
+  desc.d = p->d;
+  desc.variant = variant;
+  return tsr_gemm(queue, &desc);
+}
+
+/* Median ms per call of `calls` calls between two events. */
+static double time_calls(tsr_queue *queue, const problem *p, const char *variant, int calls) {
+  double times[REPEAT];
+  for (int i = 0; i < WARMUP + REPEAT; i++) {
+    tsr_event *start = NULL, *end = NULL;
+    tsr_status status = tsr_event_record(queue, &start);
+    for (int c = 0; c < calls && status == TSR_OK; c++)
+      status = run_once(queue, p, (i + c) % 2, variant);
+    if (status == TSR_OK)
+      status = tsr_event_record(queue, &end);
+    if (status == TSR_OK)
+      status = tsr_event_wait(end);
+    if (status != TSR_OK) {
+      fprintf(stderr, "%s: %s\n", variant ? variant : "heuristic", tsr_last_error());
+      exit(1);
+    }
+    double ms = 0.0;
+    tsr_event_elapsed_ms(start, end, &ms);
+    tsr_event_destroy(start);
+    tsr_event_destroy(end);
+    if (i >= WARMUP)
+      times[i - WARMUP] = ms / calls;
+  }
+  qsort(times, REPEAT, sizeof times[0], compare);
+  return times[REPEAT / 2];
+}
+
+int main(int argc, char **argv) {
+  bool grouped = argc > 1 && strcmp(argv[1], "grouped") == 0;
+  int sizes_given = grouped ? 4 : 3;
+  if (argc < 2 + sizes_given || (!grouped && strcmp(argv[1], "gemm") != 0)) {
+    fprintf(stderr, "usage: %s gemm M N K [variant...] | grouped G T N K [variant...]\n", argv[0]);
+    return 2;
+  }
+  tsr_context *context = NULL;
+  tsr_device *device = NULL;
+  tsr_queue *queue = NULL;
+  if (tsr_context_create(NULL, &context) != TSR_OK ||
+      tsr_device_open(context, "cuda:0", &device) != TSR_OK ||
+      tsr_queue_create(device, &queue) != TSR_OK) {
+    fprintf(stderr, "cuda:0: %s\n", tsr_last_error());
+    return 1;
+  }
+  problem p;
+  memset(&p, 0, sizeof p);
+  p.grouped = grouped;
+  char name[96];
+  double flops;
+  if (grouped) {
+    int64_t groups = atoll(argv[2]), tokens = atoll(argv[3]), n = atoll(argv[4]),
+            k = atoll(argv[5]);
+    p.groups = groups;
+    p.sizes = malloc((size_t)groups * sizeof *p.sizes);
+    for (int64_t g = 0; g < groups; g++)
+      p.sizes[g] = tokens / groups + (g < tokens % groups);
+    int64_t a_shape[2] = {tokens, k}, b_shape[3] = {groups, k, n}, d_shape[2] = {tokens, n};
+    for (int s = 0; s < 2; s++) {
+      p.a[s] = random_tensor(device, queue, 2, a_shape);
+      p.b[s] = random_tensor(device, queue, 3, b_shape);
+    }
+    p.d = random_tensor(device, queue, 2, d_shape);
+    flops = 2.0 * (double)tokens * (double)n * (double)k;
+    snprintf(name, sizeof name, "grouped_bf16_%lldx%lldx%lldx%lld", (long long)groups,
+             (long long)tokens, (long long)n, (long long)k);
+  } else {
+    int64_t m = atoll(argv[2]), n = atoll(argv[3]), k = atoll(argv[4]);
+    int64_t a_shape[3] = {1, m, k}, b_shape[3] = {1, k, n}, d_shape[3] = {1, m, n};
+    for (int s = 0; s < 2; s++) {
+      p.a[s] = random_tensor(device, queue, 3, a_shape);
+      p.b[s] = random_tensor(device, queue, 3, b_shape);
+    }
+    p.d = random_tensor(device, queue, 3, d_shape);
+    flops = 2.0 * (double)m * (double)n * (double)k;
+    snprintf(name, sizeof name, "gemm_bf16_%lldx%lldx%lld", (long long)m, (long long)n,
+             (long long)k);
+  }
+  int first = 2 + sizes_given;
+  for (int v = first; v < (argc > first ? argc : first + 1); v++) {
+    const char *variant = argc > first ? argv[v] : NULL;
+    double single = time_calls(queue, &p, variant, 1);
+    double queued = time_calls(queue, &p, variant, QUEUED);
+    printf("%s\t%s\t%.4f\t%.1f\t%.4f\t%.1f\n", name, variant ? variant : "heuristic", single,
+           flops / (single * 1e-3) / 1e12, queued, flops / (queued * 1e-3) / 1e12);
+    fflush(stdout);
+  }
+  tsr_queue_destroy(queue);
+  tsr_context_destroy(context);
+  return 0;
+}
