@@ -710,7 +710,15 @@ static tsr_status run_rope(cuda_queue *queue, const tsr_rope_args *a,
   p.rotary_dim = a->rotary_dim;
   p.style = a->style;
   p.dtype = a->x.dtype;
-  return launch_elementwise(queue, "rope", &p, c, p.total);
+  if (p.total == 0)
+    return TSR_OK;
+  /* A block per token, grid-stride beyond a few waves (see rope_body). */
+  int64_t tokens = p.shape[0] * p.shape[1];
+  int64_t most = (int64_t)queue->device->props->multiprocessors * 16;
+  char name[64];
+  snprintf(name, sizeof name, "tsr_rope_%s", dtype_tag(p.dtype));
+  return launch_named(queue, name, (uint64_t)(tokens < most ? tokens : most), 1, 1,
+                      (unsigned)c->threads, 0, &p);
 }
 
 /* ------------------------------------------------------------------------ */

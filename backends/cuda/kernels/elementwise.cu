@@ -69,45 +69,71 @@ template <typename T> TSR_DEVICE void gelu_body(const elementwise_params &p) {
  * rotate (neox: (i, i + rotary_dim / 2); gpt-j: (2i, 2i + 1)) by the angle
  * (position_offset + s) * theta^(-2i / rotary_dim); the remaining channels are
  * copied in pairs. y may be x: a thread reads both elements before writing. */
+/* Rotary tables kept in shared memory per token: pairs past this take
+ * their sine and cosine from sincosf directly. */
+#define TSR_ROPE_TABLE_PAIRS 512
+
+/* A block per token (grid-stride): the token's sines and cosines are taken
+ * once into shared memory and serve all its heads (sincosf per head and
+ * pair was most of the old kernel's time, with 64-bit index division per
+ * pair); then the block's threads walk the token's heads x pairs, pair
+ * index fastest, so neighbouring threads touch neighbouring channels. */
 template <typename T> TSR_DEVICE void rope_body(const elementwise_params &p) {
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  const int64_t half_dim = p.shape[3] / 2;
+  __shared__ float sines[TSR_ROPE_TABLE_PAIRS], cosines[TSR_ROPE_TABLE_PAIRS];
+  const int64_t tokens = p.shape[0] * p.shape[1];
+  const int half_dim = (int)(p.shape[3] / 2);
   const int half_rot = p.rotary_dim / 2;
+  const int pairs = (int)p.shape[2] * half_dim;
+  const bool table = half_rot <= TSR_ROPE_TABLE_PAIRS;
   const T *x = (const T *)p.x;
   T *y = (T *)p.y;
-  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < p.total; idx += stride) {
-    int64_t pair = idx % half_dim, row = idx / half_dim;
-    int64_t h = row % p.shape[2];
-    row /= p.shape[2];
-    int64_t s = row % p.shape[1], batch = row / p.shape[1];
-    int64_t c0, c1;
-    bool rotate = pair < half_rot;
-    if (!rotate) {
-      c0 = p.rotary_dim + 2 * (pair - half_rot);
-      c1 = c0 + 1;
-    } else if (p.style == 0) {
-      c0 = pair;
-      c1 = pair + half_rot;
-    } else {
-      c0 = 2 * pair;
-      c1 = c0 + 1;
+  for (int64_t token = blockIdx.x; token < tokens; token += gridDim.x) {
+    const int64_t batch = token / p.shape[1], s = token % p.shape[1];
+    const float position = (float)(p.position_offset + s);
+    if (table) {
+      __syncthreads(); /* the last token's readers are done with the table */
+      for (int i = threadIdx.x; i < half_rot; i += blockDim.x) {
+        float inv_freq = exp2f(-(float)(2 * i) / (float)p.rotary_dim * p.log2_theta);
+        sincosf(position * inv_freq, &sines[i], &cosines[i]);
+      }
+      __syncthreads();
     }
-    int64_t x_row = batch * p.x_strides[0] + s * p.x_strides[1] + h * p.x_strides[2];
-    int64_t y_row = batch * p.y_strides[0] + s * p.y_strides[1] + h * p.y_strides[2];
-    int64_t x0 = x_row + c0 * p.x_strides[3], x1 = x_row + c1 * p.x_strides[3];
-    int64_t y0 = y_row + c0 * p.y_strides[3], y1 = y_row + c1 * p.y_strides[3];
-    float a = tsr_elem<T>::to_float(x[x0]), b = tsr_elem<T>::to_float(x[x1]);
-    if (rotate) {
-      float inv_freq = exp2f(-(float)(2 * pair) / (float)p.rotary_dim * p.log2_theta);
-      float angle = (float)(p.position_offset + s) * inv_freq;
-      float sine, cosine;
-      sincosf(angle, &sine, &cosine);
-      float ra = a * cosine - b * sine, rb = b * cosine + a * sine;
-      a = ra;
-      b = rb;
+    const T *x_token = x + batch * p.x_strides[0] + s * p.x_strides[1];
+    T *y_token = y + batch * p.y_strides[0] + s * p.y_strides[1];
+    for (int q = threadIdx.x; q < pairs; q += blockDim.x) {
+      const int h = q / half_dim, pair = q - h * half_dim;
+      int c0, c1;
+      const bool rotate = pair < half_rot;
+      if (!rotate) {
+        c0 = p.rotary_dim + 2 * (pair - half_rot);
+        c1 = c0 + 1;
+      } else if (p.style == 0) {
+        c0 = pair;
+        c1 = pair + half_rot;
+      } else {
+        c0 = 2 * pair;
+        c1 = c0 + 1;
+      }
+      const T *xr = x_token + h * p.x_strides[2];
+      T *yr = y_token + h * p.y_strides[2];
+      float a = tsr_elem<T>::to_float(xr[c0 * p.x_strides[3]]);
+      float b = tsr_elem<T>::to_float(xr[c1 * p.x_strides[3]]);
+      if (rotate) {
+        float sine, cosine;
+        if (table) {
+          sine = sines[pair];
+          cosine = cosines[pair];
+        } else {
+          float inv_freq = exp2f(-(float)(2 * pair) / (float)p.rotary_dim * p.log2_theta);
+          sincosf(position * inv_freq, &sine, &cosine);
+        }
+        float ra = a * cosine - b * sine, rb = b * cosine + a * sine;
+        a = ra;
+        b = rb;
+      }
+      yr[c0 * p.y_strides[3]] = tsr_elem<T>::from_float(a);
+      yr[c1 * p.y_strides[3]] = tsr_elem<T>::from_float(b);
     }
-    y[y0] = tsr_elem<T>::from_float(a);
-    y[y1] = tsr_elem<T>::from_float(b);
   }
 }
 
