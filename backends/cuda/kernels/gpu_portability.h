@@ -236,6 +236,21 @@ TSR_DEVICE uint32_t tsr_to_tf32(float x) {
   return r;
 }
 
+/* wgmma accumulators as inline-asm operands: fragments d[0..N-1], read and
+ * written ("+f"), in the order the instruction lists its D registers. */
+#define TSR_WGMMA_ACC8(d, i)                                                                       \
+  "+f"(d[i + 0]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),  \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+#define TSR_WGMMA_ACC32(d)                                                                         \
+  TSR_WGMMA_ACC8(d, 0), TSR_WGMMA_ACC8(d, 8), TSR_WGMMA_ACC8(d, 16), TSR_WGMMA_ACC8(d, 24)
+#define TSR_WGMMA_ACC64(d)                                                                         \
+  TSR_WGMMA_ACC32(d), TSR_WGMMA_ACC8(d, 32), TSR_WGMMA_ACC8(d, 40), TSR_WGMMA_ACC8(d, 48),         \
+      TSR_WGMMA_ACC8(d, 56)
+#define TSR_WGMMA_ACC128(d)                                                                        \
+  TSR_WGMMA_ACC64(d), TSR_WGMMA_ACC8(d, 64), TSR_WGMMA_ACC8(d, 72), TSR_WGMMA_ACC8(d, 80),         \
+      TSR_WGMMA_ACC8(d, 88), TSR_WGMMA_ACC8(d, 96), TSR_WGMMA_ACC8(d, 104),                        \
+      TSR_WGMMA_ACC8(d, 112), TSR_WGMMA_ACC8(d, 120)
+
 /* sm_90a warpgroup matrix products (wgmma), shared by the GEMM and attention
  * kernels: ordering around the asynchronous products. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
