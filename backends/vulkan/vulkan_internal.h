@@ -1,0 +1,308 @@
+/* Internal declarations of the Vulkan plugin, shared by the host files
+ * (plugin.c, device.c, memory.c, pipeline.c, ops.c, configs.c) and the GEMM /
+ * attention launches (ops_matrix.c). Not installed.
+ *
+ * Shaders
+ * -------
+ * Every backends/vulkan/kernels/<stem>.comp is compiled by glslc at build time
+ * (CMake globs the directory: adding a file is all it takes). A shader that
+ * needs several builds lists them in lines of its own, one per build:
+ *
+ *     // @variant f16 -DDTYPE_F16 -DACC_F32
+ *
+ * which gives the SPIR-V blob "<stem>_f16" (a shader without such lines gives
+ * one blob named "<stem>"). Blobs are embedded in the plugin; look one up with
+ * vulkan_shader_find(), or just pass its name to vulkan_pipeline_get().
+ * glslc targets Vulkan 1.2 SPIR-V (--target-env=vulkan1.2) with
+ * `-I kernels/`, so shaders may #include "common.glsl" (bf16/f16 helpers,
+ * subgroup reductions; see that file).
+ * Note: Debian 12's glslc (glslang 11.13) knows GL_NV_cooperative_matrix but
+ * not GL_KHR_cooperative_matrix; the device records both kinds of shapes.
+ *
+ * Binding convention
+ * ------------------
+ * Descriptor set 0 only; storage buffers at bindings 0..n-1 (at most
+ * VULKAN_MAX_BINDINGS) in the order each shader documents in its header
+ * comment; push constants at most VULKAN_PUSH_BYTES (128) bytes at offset 0,
+ * visible to the compute stage. Every pipeline shares one layout with
+ * VULKAN_MAX_BINDINGS push-descriptor bindings (VK_KHR_push_descriptor, which
+ * the plugin requires of a device), so a shader may use any prefix of them.
+ * A binding's offset must be a multiple of the device's
+ * minStorageBufferOffsetAlignment: vulkan_bind_tensor() aligns the offset down
+ * and returns the tensor's first element relative to the binding, which the
+ * shader receives through its push constants.
+ * Specialisation constants: ids 0..n-1, each 32 bits, in the order given to
+ * vulkan_pipeline_get(); by convention id 0 is the workgroup size x
+ * (layout(local_size_x_id = 0)), the rest are the shader's own.
+ *
+ * Ordering: vulkan_dispatch() records into the queue's open command buffer
+ * after a full compute-to-compute memory barrier, so consecutive dispatches on
+ * a queue see each other's writes; nothing else is needed between ops.
+ */
+#ifndef TESSERA_VULKAN_INTERNAL_H
+#define TESSERA_VULKAN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loader.h"
+#include "tessera/plugin.h"
+
+enum {
+  VULKAN_MESSAGE_CAPACITY = 512,
+  VULKAN_MAX_BINDINGS = 8,
+  VULKAN_PUSH_BYTES = 128,
+  VULKAN_MAX_SPEC_CONSTANTS = 16,
+  VULKAN_MAX_COOPMAT_SHAPES = 32
+};
+
+/* Vendor ids (VkPhysicalDeviceProperties.vendorID). */
+enum {
+  VULKAN_VENDOR_AMD = 0x1002,
+  VULKAN_VENDOR_NVIDIA = 0x10de,
+  VULKAN_VENDOR_INTEL = 0x8086,
+  VULKAN_VENDOR_MESA = 0x10005 /* lavapipe and other Mesa software devices */
+};
+
+/* One cooperative-matrix shape the device offers. Component types are
+ * VkComponentTypeKHR values (the NV enum has the same numbers): 0 f16,
+ * 1 f32, 2 f64, 3..6 s8..s64, 7..10 u8..u64. */
+typedef struct vulkan_coopmat_shape {
+  uint32_t m, n, k;
+  uint32_t a_type, b_type, c_type, result_type;
+  bool saturating;
+  uint32_t scope; /* 3: subgroup */
+} vulkan_coopmat_shape;
+
+/* What init learned about one physical device. */
+typedef struct vulkan_device_props {
+  VkPhysicalDevice physical;
+  char name[256];
+  char uuid[64]; /* "GPU-xxxxxxxx-..." like CUDA's, from deviceUUID */
+  char driver_name[64], driver_info[128];
+  uint32_t api_version, driver_version;
+  uint32_t vendor_id, device_id;
+  VkPhysicalDeviceType type;
+  uint64_t memory_bytes;   /* largest device-local heap */
+  uint32_t compute_units;  /* when the vendor says (NVIDIA SMs, AMD CUs); else 0 */
+  uint32_t queue_family;   /* a compute family */
+  uint32_t timestamp_bits; /* timestampValidBits of that family; 0: no timing */
+  float timestamp_period;  /* nanoseconds per tick */
+  /* Limits and capabilities the shaders and tile tables care about. */
+  uint32_t subgroup_size, subgroup_min, subgroup_max; /* min/max from size control */
+  bool subgroup_arithmetic;                           /* subgroupAdd etc. in compute */
+  bool subgroup_size_control;                         /* requiredSubgroupSize usable */
+  uint32_t shared_memory_bytes;                       /* maxComputeSharedMemorySize */
+  uint32_t max_workgroup_invocations;
+  uint32_t max_workgroup_count[3];
+  uint64_t max_storage_range; /* maxStorageBufferRange */
+  uint64_t storage_alignment; /* minStorageBufferOffsetAlignment */
+  uint64_t max_allocation;    /* maxMemoryAllocationSize */
+  bool shader_float16;        /* shaderFloat16 */
+  bool storage_16bit;         /* storageBuffer16BitAccess */
+  bool shader_int16, shader_int64;
+  bool coopmat_khr, coopmat_nv; /* VK_KHR_ / VK_NV_cooperative_matrix enabled */
+  uint32_t coopmat_khr_count, coopmat_nv_count;
+  vulkan_coopmat_shape coopmat_khr_shapes[VULKAN_MAX_COOPMAT_SHAPES];
+  vulkan_coopmat_shape coopmat_nv_shapes[VULKAN_MAX_COOPMAT_SHAPES];
+} vulkan_device_props;
+
+typedef struct vulkan_plugin {
+  tsr_host_services host;
+  vulkan_loader loader; /* library NULL: no loader, no devices */
+  VkInstance instance;
+  VkDebugUtilsMessengerEXT messenger; /* TESSERA_VULKAN_VALIDATION=1 */
+  uint32_t device_count;
+  vulkan_device_props *devices;
+} vulkan_plugin;
+
+/* A block of device memory with one VkBuffer spanning it; tensors are
+ * sub-allocated from it (memory.c). */
+typedef struct vulkan_block vulkan_block;
+
+typedef struct vulkan_buffer {
+  vulkan_block *block;
+  VkBuffer handle; /* the block's buffer */
+  uint64_t offset; /* of this allocation in the block's buffer */
+  uint64_t bytes;
+  void *mapped; /* host address of the first byte when host visible, else NULL */
+} vulkan_buffer;
+
+typedef struct vulkan_pipeline {
+  VkPipeline handle;
+  uint32_t local_size[3]; /* as the pipeline was built (from the spec constants) */
+} vulkan_pipeline;
+
+typedef struct vulkan_device {
+  vulkan_plugin *plugin;
+  const vulkan_device_props *props;
+  uint32_t index;
+  VkDevice handle;
+  vulkan_device_functions vk; /* device->vk.vkCmdDispatch(...) */
+  VkQueue queue;              /* shared by every tessera queue (queue_lock) */
+  pthread_mutex_t queue_lock; /* vkQueueSubmit on `queue` */
+  VkDescriptorSetLayout set_layout;
+  VkPipelineLayout layout; /* VULKAN_MAX_BINDINGS push descriptors + push constants */
+  VkPipelineCache cache;
+  char cache_path[1024]; /* "" when the cache is not saved */
+  pthread_mutex_t pipeline_lock;
+  struct vulkan_pipeline_entry *pipelines; /* lazily built (pipeline.c) */
+  pthread_mutex_t memory_lock;
+  vulkan_block *blocks; /* memory.c */
+  uint32_t memory_type; /* device-local (and host-visible where that exists) */
+  bool host_visible;    /* blocks are mapped */
+  uint32_t staging_type;
+  struct vulkan_queue *queues; /* guarded by queue_lock */
+} vulkan_device;
+
+/* A command buffer in flight, retired when the timeline passes `value`. */
+typedef struct vulkan_submission {
+  VkCommandBuffer command;
+  uint64_t value;
+} vulkan_submission;
+
+typedef struct vulkan_queue {
+  vulkan_device *device;
+  struct vulkan_queue *next_in_device;
+  VkCommandPool pool;
+  VkSemaphore timeline;
+  uint64_t submitted;   /* last value signalled by a submission */
+  VkCommandBuffer open; /* being recorded, NULL when none */
+  uint32_t open_dispatches;
+  vulkan_submission *flight;
+  uint32_t flight_count, flight_capacity;
+  VkCommandBuffer *spare;
+  uint32_t spare_count, spare_capacity;
+  /* Timestamps for events: a pool of queries used round-robin. */
+  VkQueryPool timestamps;
+  uint32_t next_query;
+  /* Staging memory for reads and writes when buffers are not mapped. */
+  vulkan_buffer *staging;
+  /* Scratch for ops (vulkan_queue_scratch), grown on demand. */
+  vulkan_buffer *scratch;
+  /* int32 on the device: the smallest row a cross_entropy found a bad target
+   * in (INT32_MAX: none), read and reset by queue_finish. */
+  vulkan_buffer *status;
+  bool status_armed;
+  int64_t status_vocab, status_ignore_index;
+  tsr_status failed; /* a submission error, returned by queue_finish */
+} vulkan_queue;
+
+typedef struct vulkan_event {
+  vulkan_queue *queue;
+  uint64_t value; /* timeline value after which the event has happened */
+  uint32_t query; /* timestamp query index, UINT32_MAX when untimed */
+  uint32_t epoch; /* queue->next_query wraps: see event_elapsed_ms */
+} vulkan_event;
+
+/* A storage-buffer binding: the buffer's VkBuffer, a byte offset that is a
+ * multiple of the device's storage alignment, and a byte range
+ * (VK_WHOLE_SIZE: to the end of the allocation). */
+typedef struct vulkan_binding {
+  VkBuffer buffer;
+  uint64_t offset;
+  uint64_t range;
+} vulkan_binding;
+
+/* One embedded SPIR-V blob. */
+typedef struct vulkan_shader_blob {
+  const char *name;
+  const uint32_t *code;
+  size_t bytes;
+} vulkan_shader_blob;
+
+/* ---- helpers (plugin.c) ---- */
+
+void vulkan_set_error(const vulkan_plugin *plugin, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void vulkan_log(const vulkan_plugin *plugin, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sets "vulkan: <what>: <VkResult name>" and returns TSR_ERROR_BACKEND
+ * (TSR_ERROR_OUT_OF_MEMORY for the out-of-memory results). */
+tsr_status vulkan_fail(const vulkan_plugin *plugin, VkResult result, const char *what);
+const char *vulkan_op_name(tsr_op op);
+
+/* ---- shaders and pipelines (pipeline.c, shaders generated by CMake) ---- */
+
+const vulkan_shader_blob *vulkan_shader_find(const char *name);
+/* The compute pipeline of shader `name` with specialisation constants
+ * spec[0..n_spec) (ids 0..n_spec-1), built on first use through the device's
+ * pipeline cache and kept until device_close. `required_subgroup_size` 0:
+ * the driver's choice; else that size (with full subgroups), which the device
+ * must allow (props.subgroup_min..max and subgroup_size_control). */
+tsr_status vulkan_pipeline_get(vulkan_device *device, const char *name, const uint32_t *spec,
+                               uint32_t n_spec, uint32_t required_subgroup_size,
+                               const vulkan_pipeline **out);
+
+/* ---- memory (memory.c) ---- */
+
+tsr_status vulkan_buffer_create(vulkan_device *device, uint64_t bytes, bool staging,
+                                vulkan_buffer **out);
+void vulkan_buffer_destroy(vulkan_device *device, vulkan_buffer *buffer);
+void vulkan_memory_release(vulkan_device *device); /* every block, at device_close */
+
+/* The binding of tensor `t` (a plugin tensor of this device): the buffer
+ * offset aligned down to the storage alignment, the range up to the end of
+ * the allocation (capped at maxStorageBufferRange), and in *first the index
+ * of the tensor's first element from the binding's start, in elements of the
+ * tensor's dtype (a shader reading 16-bit data as 32-bit words handles an odd
+ * *first itself). False (with `why`) when the tensor does not fit one
+ * binding or *first exceeds 32 bits. */
+bool vulkan_bind_tensor(const vulkan_device *device, const tsr_plugin_tensor *t,
+                        vulkan_binding *out, uint32_t *first, char *why, size_t why_capacity);
+/* Elements from a tensor's first element to one past its last (strides are
+ * non-negative after validation). */
+int64_t vulkan_tensor_span(const tsr_plugin_tensor *t);
+
+/* ---- queues (queue.c) ---- */
+
+/* Records a dispatch of `pipeline` with bindings[0..n) at bindings 0..n-1 and
+ * `push` (push_bytes <= VULKAN_PUSH_BYTES) into the queue's open command
+ * buffer; groups beyond maxComputeWorkGroupCount fail with
+ * TSR_ERROR_UNSUPPORTED. Submitted at the next read, write, event or finish. */
+tsr_status vulkan_dispatch(vulkan_queue *queue, const vulkan_pipeline *pipeline,
+                           const vulkan_binding *bindings, uint32_t n_bindings, const void *push,
+                           uint32_t push_bytes, uint32_t groups_x, uint32_t groups_y,
+                           uint32_t groups_z);
+/* Fills `bytes` bytes (a multiple of 4, or VK_WHOLE_SIZE) at binding `b`
+ * with the 32-bit `value`, ordered like a dispatch. */
+tsr_status vulkan_fill(vulkan_queue *queue, const vulkan_binding *b, uint64_t bytes,
+                       uint32_t value);
+/* Scratch device memory of at least `bytes` for the op being queued: valid
+ * until the next op on this queue (later ops reuse it; the barrier between
+ * dispatches orders that). Contents undefined. */
+tsr_status vulkan_queue_scratch(vulkan_queue *queue, uint64_t bytes, vulkan_binding *out);
+/* Submits the open command buffer (if any); wait: also waits for the queue. */
+tsr_status vulkan_queue_flush(vulkan_queue *queue, bool wait);
+
+/* ---- fused ops (ops.c) and their configs (configs.c) ---- */
+
+tsr_status vulkan_ops_variants(const vulkan_device *device, tsr_op op, const void *args,
+                               tsr_plugin_variant_list *out, char *why, size_t why_capacity);
+tsr_status vulkan_ops_run(vulkan_queue *queue, tsr_op op, const void *args, const char *variant);
+
+/* ---- GEMM, grouped GEMM, attention (ops_matrix.c, the other half) ----
+ * vulkan_matrix_variants lists the variants of TSR_OP_GEMM,
+ * TSR_OP_GROUPED_GEMM and TSR_OP_ATTENTION that can run this problem on the
+ * device (with the heuristic's pick and reason), or returns
+ * TSR_ERROR_UNSUPPORTED with the reason in `why`; op_supported is "a list
+ * with at least one entry". The vulkan_run_* functions queue the op with the
+ * named variant (NULL: the heuristic's pick; a name that is not listed:
+ * TSR_ERROR_NOT_FOUND through vulkan_set_error). Their args are copies that
+ * live during the call (grouped GEMM's group_sizes too). When ops_matrix.c is
+ * not in the tree the build defines VULKAN_HAVE_MATRIX 0 and the plugin
+ * reports these ops unsupported. */
+tsr_status vulkan_matrix_variants(const vulkan_device *device, tsr_op op, const void *args,
+                                  tsr_plugin_variant_list *out, char *why, size_t why_capacity);
+tsr_status vulkan_run_gemm(vulkan_queue *queue, const tsr_gemm_args *args, const char *variant);
+tsr_status vulkan_run_grouped_gemm(vulkan_queue *queue, const tsr_grouped_gemm_args *args,
+                                   const char *variant);
+tsr_status vulkan_run_attention(vulkan_queue *queue, const tsr_attention_args *args,
+                                const char *variant);
+
+/* Appends a variant to a list (configs.c); false when the list is full. */
+bool vulkan_put_variant(tsr_plugin_variant_list *out, const char *name, const char *description);
+
+#endif /* TESSERA_VULKAN_INTERNAL_H */
