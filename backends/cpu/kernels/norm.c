@@ -615,7 +615,7 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
       __m512 v[4];
       for (int u = 0; u < 4; u++)
         v[u] = _mm512_fmsub_ps(_mm512_loadu_ps(next + i + 16 * u), s, shift);
-      exp4_avx512(v);
+      exp4_nonpositive_avx512(v);
       for (int u = 0; u < 4; u++) {
         _mm512_storeu_ps(next_e + i + 16 * u, v[u]);
         sums[u] = _mm512_add_ps(sums[u], v[u]);
