@@ -248,6 +248,9 @@ static void softmax_cases(case_table *t) {
   s.rows.masked = true;
   add(t, s, false);
   add(t, rows(op, 2, 1, 4096, 0, 0), false);
+  /* several rows of several 1024-element blocks and a tail: the CPU's
+   * pipelined softmax (one row's output pass fused with the next's reading) */
+  add(t, rows(op, 2, 4, 3100, 0, 0), false);
 }
 
 static problem_spec rope(int64_t batch, int64_t seq, int64_t heads, int64_t dim,
