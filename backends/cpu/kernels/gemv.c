@@ -125,23 +125,23 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 __m512 load_avx512(const char *p, i
 }
 
 /* P[i][j] += sum over k of a[i][k] * B[k][j], B with unit column stride,
- * one row of B at a time: the thread's rows of B are then one sequential
- * stream, the access pattern that reaches the read bandwidth (on Zen 5, 2
- * threads: one stream each ~75 GB/s, four ~62, eight ~50; notes/cpu-gemm.md).
- * The partial rows stay in L1: when m rows of P over all columns would not
- * fit, columns go in chunks of `chunk` and each chunk walks all the rows.
- * Software prefetch 2 KiB ahead in the stream (or the next row's chunk) hides
- * the time the loop spends on P.
+ * four rows of B at a time: each step loads 64 columns of four rows and
+ * updates each partial row once for all four, so P's loads and stores (in
+ * L1) are a quarter of B's. One row at a time they were as many as B's and
+ * held the stream to ~30 GB/s on Zen 5 with 2 threads, against ~45 GB/s
+ * four at a time, as fast as a plain read in the same harness
+ * (bench/notes/cpu-gemm.md). The four rows are four sequential streams a row
+ * apart. The partial rows stay in L1: when m rows of P over all columns
+ * would not fit, columns go in chunks of `chunk` and each chunk walks all the
+ * rows. Software prefetch 2 KiB ahead in each stream (or the next rows'
+ * chunk).
  * bf16 is widened with one shift (even columns) and one mask (odd columns)
  * of a 32-element load, no shuffles: P then holds each group of 32 columns
  * as [16 even][16 odd], which gemv_finish puts back in order. */
-/* P[i][j0 + 0..63] += a[i][k] * B[k][j0 + 0..63] for i < m: 64 columns of
- * one row of B (`lanes` of them valid, for the tail). */
-static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void row_step_avx512(const char *at, const float *a_k,
-                                                                  int64_t lda, float *P,
-                                                                  int64_t ldp, int64_t m,
-                                                                  int64_t lanes, const int dtype) {
-  __m512 b[4];
+
+/* 64 columns of one row of B (`lanes` of them valid, for the tail) as f32. */
+static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void load_row64_avx512(const char *at, int64_t lanes,
+                                                                    const int dtype, __m512 b[4]) {
   if (dtype == TSR_DTYPE_BF16) {
     const __m512i odd_half = _mm512_set1_epi32((int)0xffff0000u);
     for (int h = 0; h < 2; h++) {
@@ -158,12 +158,67 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void row_step_avx512(const char *at
     for (int v = 0; v < 4; v++)
       b[v] = load_avx512(at + 16 * v * eb, dtype, lanes_below(lanes - 16 * v));
   }
-  for (int64_t i = 0; i < m; i++) {
-    __m512 ai = _mm512_set1_ps(a_k[i * lda]);
-    float *out = P + i * ldp;
+}
+
+/* P[i][j0 + 0..63] += sum over r < rows of a[i][k + r] * B[k + r][j0 + 0..63]
+ * for i < m: 64 columns (`lanes` valid) of `rows` (1 or 4) rows of B that
+ * start at `at`, row_bytes apart. */
+static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void
+row_step_avx512(const char *at, int64_t row_bytes, const int rows, const float *a_k, int64_t lda,
+                float *P, int64_t ldp, int64_t m, int64_t lanes, const int dtype) {
+  if (m == 1) {
+    /* one partial row: B's vectors go straight into its four sums, so any
+     * number of rows fits in registers */
+    __m512 sum[4];
     for (int v = 0; v < 4; v++)
-      _mm512_store_ps(out + 16 * v, _mm512_fmadd_ps(ai, b[v], _mm512_load_ps(out + 16 * v)));
+      sum[v] = _mm512_load_ps(P + 16 * v);
+    for (int r = 0; r < rows; r++) {
+      __m512 b[4], ar = _mm512_set1_ps(a_k[r]);
+      load_row64_avx512(at + r * row_bytes, lanes, dtype, b);
+      for (int v = 0; v < 4; v++)
+        sum[v] = _mm512_fmadd_ps(ar, b[v], sum[v]);
+    }
+    for (int v = 0; v < 4; v++)
+      _mm512_store_ps(P + 16 * v, sum[v]);
+    return;
   }
+  __m512 b[4][4];
+  for (int r = 0; r < rows; r++)
+    load_row64_avx512(at + r * row_bytes, lanes, dtype, b[r]);
+  for (int64_t i = 0; i < m; i++) {
+    __m512 ai[4];
+    for (int r = 0; r < rows; r++)
+      ai[r] = _mm512_set1_ps(a_k[i * lda + r]);
+    float *out = P + i * ldp;
+    for (int v = 0; v < 4; v++) {
+      __m512 sum = _mm512_load_ps(out + 16 * v);
+      for (int r = 0; r < rows; r++)
+        sum = _mm512_fmadd_ps(ai[r], b[r][v], sum);
+      _mm512_store_ps(out + 16 * v, sum);
+    }
+  }
+}
+
+/* Rows [k, k + rows) of B over the columns [c0, c1). */
+static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void
+row_group_avx512(const gemv_job *job, int64_t k, const int rows, int64_t c0, int64_t c1,
+                 int64_t ahead, float *P, const int dtype, const int64_t m) {
+  const gemm_problem *p = job->p;
+  const int64_t eb = gemm_dtype_bytes(dtype), row_bytes = p->b.rs * eb;
+  const char *row = gemm_at(&p->b, k, 0);
+  const float *a_k = job->a + k;
+  const int64_t full_end = c0 + (c1 - c0) / 64 * 64;
+  int64_t j = c0;
+  for (; j < full_end; j += 64) {
+    const char *at = row + j * eb;
+    for (int r = 0; r < rows; r++)
+      for (int64_t line = 0; line < 64 * eb; line += 64)
+        _mm_prefetch(at + r * row_bytes + line + ahead, _MM_HINT_T0);
+    row_step_avx512(at, row_bytes, rows, a_k, job->lda, P + j, job->ldp, m, 64, dtype);
+  }
+  if (j < c1)
+    row_step_avx512(row + j * eb, row_bytes, rows, a_k, job->lda, P + j, job->ldp, m, c1 - j,
+                    dtype);
 }
 
 static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void rows_avx512_dtype(const gemv_job *job, int64_t k0,
@@ -171,28 +226,20 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void rows_avx512_dtype(const gemv_j
                                                                     int64_t n1, float *P,
                                                                     const int dtype, const int m1) {
   const gemm_problem *p = job->p;
-  const int64_t m = m1 ? 1 : p->m, ldp = job->ldp, lda = job->lda;
-  const int64_t eb = gemm_dtype_bytes(dtype), row_bytes = p->b.rs * eb;
+  const int64_t m = m1 ? 1 : p->m;
+  const int64_t row_bytes = p->b.rs * gemm_dtype_bytes(dtype);
   int64_t chunk = GEMV_L1_PARTIAL_BYTES / (4 * m) / 64 * 64;
   if (chunk < 64)
     chunk = 64;
   for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
     const int64_t c1 = min64(n1, c0 + chunk);
-    const int64_t ahead = c1 - c0 == p->n ? GEMV_PREFETCH_BYTES : row_bytes;
-    const int64_t full_end = c0 + (c1 - c0) / 64 * 64;
-    for (int64_t k = k0; k < k1; k++) {
-      const char *row = gemm_at(&p->b, k, 0);
-      const float *a_k = job->a + k;
-      int64_t j = c0;
-      for (; j < full_end; j += 64) {
-        const char *at = row + j * eb;
-        for (int64_t line = 0; line < 64 * eb; line += 64)
-          _mm_prefetch(at + line + ahead, _MM_HINT_T0);
-        row_step_avx512(at, a_k, lda, P + j, ldp, m, 64, dtype);
-      }
-      if (j < c1)
-        row_step_avx512(row + j * eb, a_k, lda, P + j, ldp, m, c1 - j, dtype);
-    }
+    /* whole rows: a distance along the streams; chunks: the next rows' */
+    const int64_t ahead = c1 - c0 == p->n ? GEMV_PREFETCH_BYTES : 4 * row_bytes;
+    int64_t k = k0;
+    for (; k + 4 <= k1; k += 4)
+      row_group_avx512(job, k, 4, c0, c1, ahead, P, dtype, m);
+    for (; k < k1; k++)
+      row_group_avx512(job, k, 1, c0, c1, row_bytes, P, dtype, m);
   }
 }
 
