@@ -129,9 +129,10 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 __m512 load_avx512(const char *p, i
  * updates each partial row once for all four, so P's loads and stores (in
  * L1) are a quarter of B's. One row at a time they were as many as B's and
  * held the stream to ~30 GB/s on Zen 5 with 2 threads, against ~45 GB/s
- * four at a time, as fast as a plain read in the same harness
- * (bench/notes/cpu-gemm.md). The four rows are four sequential streams a row
- * apart. The partial rows stay in L1: when m rows of P over all columns
+ * four at a time, as fast as a plain read in the same harness. The four rows
+ * are a quarter of the thread's rows apart: four sequential streams far
+ * apart read faster than four a row apart (bf16 GEMV +25%, f32 +5-10%;
+ * bench/notes/cpu-gemm.md). The partial rows stay in L1: when m rows of P over all columns
  * would not fit, columns go in chunks of `chunk` and each chunk walks all the
  * rows. Software prefetch 2 KiB ahead in each stream (or the next rows'
  * chunk).
@@ -160,12 +161,12 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void load_row64_avx512(const char *
   }
 }
 
-/* P[i][j0 + 0..63] += sum over r < rows of a[i][k + r] * B[k + r][j0 + 0..63]
- * for i < m: 64 columns (`lanes` valid) of `rows` (1 or 4) rows of B that
- * start at `at`, row_bytes apart. */
+/* P[i][j0 + 0..63] += sum over r < rows of a[i][k + r s] * B[k + r s][j0 + 0..63]
+ * for i < m: 64 columns (`lanes` valid) of `rows` (1 or 4) rows of B, s rows
+ * apart, that start at `at`, `distance` bytes apart. */
 static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void
-row_step_avx512(const char *at, int64_t row_bytes, const int rows, const float *a_k, int64_t lda,
-                float *P, int64_t ldp, int64_t m, int64_t lanes, const int dtype) {
+row_step_avx512(const char *at, int64_t distance, int64_t s, const int rows, const float *a_k,
+                int64_t lda, float *P, int64_t ldp, int64_t m, int64_t lanes, const int dtype) {
   if (m == 1) {
     /* one partial row: B's vectors go straight into its four sums, so any
      * number of rows fits in registers */
@@ -173,8 +174,8 @@ row_step_avx512(const char *at, int64_t row_bytes, const int rows, const float *
     for (int v = 0; v < 4; v++)
       sum[v] = _mm512_load_ps(P + 16 * v);
     for (int r = 0; r < rows; r++) {
-      __m512 b[4], ar = _mm512_set1_ps(a_k[r]);
-      load_row64_avx512(at + r * row_bytes, lanes, dtype, b);
+      __m512 b[4], ar = _mm512_set1_ps(a_k[r * s]);
+      load_row64_avx512(at + r * distance, lanes, dtype, b);
       for (int v = 0; v < 4; v++)
         sum[v] = _mm512_fmadd_ps(ar, b[v], sum[v]);
     }
@@ -184,11 +185,11 @@ row_step_avx512(const char *at, int64_t row_bytes, const int rows, const float *
   }
   __m512 b[4][4];
   for (int r = 0; r < rows; r++)
-    load_row64_avx512(at + r * row_bytes, lanes, dtype, b[r]);
+    load_row64_avx512(at + r * distance, lanes, dtype, b[r]);
   for (int64_t i = 0; i < m; i++) {
     __m512 ai[4];
     for (int r = 0; r < rows; r++)
-      ai[r] = _mm512_set1_ps(a_k[i * lda + r]);
+      ai[r] = _mm512_set1_ps(a_k[i * lda + r * s]);
     float *out = P + i * ldp;
     for (int v = 0; v < 4; v++) {
       __m512 sum = _mm512_load_ps(out + 16 * v);
@@ -199,12 +200,12 @@ row_step_avx512(const char *at, int64_t row_bytes, const int rows, const float *
   }
 }
 
-/* Rows [k, k + rows) of B over the columns [c0, c1). */
+/* Rows k, k + s, ..., k + (rows - 1) s of B over the columns [c0, c1). */
 static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void
-row_group_avx512(const gemv_job *job, int64_t k, const int rows, int64_t c0, int64_t c1,
+row_group_avx512(const gemv_job *job, int64_t k, int64_t s, const int rows, int64_t c0, int64_t c1,
                  int64_t ahead, float *P, const int dtype, const int64_t m) {
   const gemm_problem *p = job->p;
-  const int64_t eb = gemm_dtype_bytes(dtype), row_bytes = p->b.rs * eb;
+  const int64_t eb = gemm_dtype_bytes(dtype), distance = p->b.rs * eb * s;
   const char *row = gemm_at(&p->b, k, 0);
   const float *a_k = job->a + k;
   const int64_t full_end = c0 + (c1 - c0) / 64 * 64;
@@ -213,11 +214,11 @@ row_group_avx512(const gemv_job *job, int64_t k, const int rows, int64_t c0, int
     const char *at = row + j * eb;
     for (int r = 0; r < rows; r++)
       for (int64_t line = 0; line < 64 * eb; line += 64)
-        _mm_prefetch(at + r * row_bytes + line + ahead, _MM_HINT_T0);
-    row_step_avx512(at, row_bytes, rows, a_k, job->lda, P + j, job->ldp, m, 64, dtype);
+        _mm_prefetch(at + r * distance + line + ahead, _MM_HINT_T0);
+    row_step_avx512(at, distance, s, rows, a_k, job->lda, P + j, job->ldp, m, 64, dtype);
   }
   if (j < c1)
-    row_step_avx512(row + j * eb, row_bytes, rows, a_k, job->lda, P + j, job->ldp, m, c1 - j,
+    row_step_avx512(row + j * eb, distance, s, rows, a_k, job->lda, P + j, job->ldp, m, c1 - j,
                     dtype);
 }
 
@@ -234,12 +235,13 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void rows_avx512_dtype(const gemv_j
   for (int64_t c0 = n0; c0 < n1; c0 += chunk) {
     const int64_t c1 = min64(n1, c0 + chunk);
     /* whole rows: a distance along the streams; chunks: the next rows' */
-    const int64_t ahead = c1 - c0 == p->n ? GEMV_PREFETCH_BYTES : 4 * row_bytes;
-    int64_t k = k0;
-    for (; k + 4 <= k1; k += 4)
-      row_group_avx512(job, k, 4, c0, c1, ahead, P, dtype, m);
-    for (; k < k1; k++)
-      row_group_avx512(job, k, 1, c0, c1, row_bytes, P, dtype, m);
+    const int64_t ahead = c1 - c0 == p->n ? GEMV_PREFETCH_BYTES : row_bytes;
+    /* four streams a quarter of the rows apart */
+    const int64_t quarter = (k1 - k0) / 4;
+    for (int64_t k = k0; k < k0 + quarter; k++)
+      row_group_avx512(job, k, quarter, 4, c0, c1, ahead, P, dtype, m);
+    for (int64_t k = k0 + 4 * quarter; k < k1; k++)
+      row_group_avx512(job, k, 1, 1, c0, c1, row_bytes, P, dtype, m);
   }
 }
 
