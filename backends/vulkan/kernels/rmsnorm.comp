@@ -1,0 +1,113 @@
+#version 450
+// RMSNorm with an optional residual added first:
+//   h = x (+ residual); y = h / sqrt(mean(h^2) + eps) * weight; residual_out = h
+// Bindings: 0 x, 1 residual, 2 weight (32-bit words, dtype in w_code),
+// 3 y, 4 residual_out. Absent tensors are bound to x and flagged off.
+// @variant f32 -DDTYPE_F32
+// @variant f16 -DDTYPE_F16
+// @variant bf16 -DDTYPE_BF16
+// @variant f32_sg -DDTYPE_F32 -DSUBGROUP
+// @variant f16_sg -DDTYPE_F16 -DSUBGROUP
+// @variant bf16_sg -DDTYPE_BF16 -DSUBGROUP
+#include "rows.glsl"
+
+layout(set = 0, binding = 0) readonly buffer X { ELEM_T x[]; };
+layout(set = 0, binding = 0) readonly buffer X4 { ELEM4_T x4[]; };
+layout(set = 0, binding = 1) readonly buffer R { ELEM_T res[]; };
+layout(set = 0, binding = 1) readonly buffer R4 { ELEM4_T res4[]; };
+layout(set = 0, binding = 2) readonly buffer W { uint w[]; };
+layout(set = 0, binding = 3) writeonly buffer Y { ELEM_T y[]; };
+layout(set = 0, binding = 3) writeonly buffer Y4 { ELEM4_T y4[]; };
+layout(set = 0, binding = 4) buffer O { ELEM_T rout[]; };
+layout(set = 0, binding = 4) writeonly buffer O4 { ELEM4_T rout4[]; };
+
+layout(push_constant) uniform Push {
+  uint rows, n, d1, d2;
+  RowTensor tx, tr, ty, to;
+  uint w_first, w_stride, w_code, flags; // flags: 1 residual, 2 weight, 4 residual_out
+  float eps;
+} p;
+
+float weight_at(uint c) {
+  if ((p.flags & 2u) == 0u)
+    return 1.0;
+  uint i = p.w_first + c * p.w_stride;
+  return word_decode(p.w_code, w[WORD_INDEX(p.w_code, i)], i);
+}
+
+void main() {
+  uint r = row_index();
+  if (r >= p.rows)
+    return;
+  uint tid = gl_LocalInvocationID.x;
+  bool has_res = (p.flags & 1u) != 0u, has_out = (p.flags & 4u) != 0u;
+  uint bx = row_base(p.tx, r, p.d1, p.d2), br = row_base(p.tr, r, p.d1, p.d2);
+  uint by = row_base(p.ty, r, p.d1, p.d2), bo = row_base(p.to, r, p.d1, p.d2);
+  float h[CACHE];
+  float squares = 0.0;
+  if (ITEMS > 0u) {
+    for (uint it = 0u; it < ITEMS; it++) {
+      uint c = (it * WG + tid) * VEC;
+      if (c >= p.n)
+        break;
+      if (VEC == 4u) {
+        vec4 v = elem4_load(x4[(bx + c) >> 2]);
+        if (has_res)
+          v += elem4_load(res4[(br + c) >> 2]);
+        if (has_out)
+          rout4[(bo + c) >> 2] = elem4_make(v);
+        squares += dot(v, v);
+        h[it * VEC] = v.x;
+        h[it * VEC + 1u] = v.y;
+        h[it * VEC + 2u] = v.z;
+        h[it * VEC + 3u] = v.w;
+      } else {
+        float v = elem_load(x[bx + c * p.tx.inner]);
+        if (has_res)
+          v += elem_load(res[br + c * p.tr.inner]);
+        if (has_out)
+          rout[bo + c * p.to.inner] = elem_make(v);
+        squares += v * v;
+        h[it] = v;
+      }
+    }
+  } else {
+    for (uint c = tid; c < p.n; c += WG) {
+      float v = elem_load(x[bx + c * p.tx.inner]);
+      if (has_res)
+        v += elem_load(res[br + c * p.tr.inner]);
+      if (has_out)
+        rout[bo + c * p.to.inner] = elem_make(v);
+      squares += v * v;
+    }
+  }
+  float scale = 1.0 / sqrt(reduce_sum(squares) / float(p.n) + p.eps);
+  if (ITEMS > 0u) {
+    for (uint it = 0u; it < ITEMS; it++) {
+      uint c = (it * WG + tid) * VEC;
+      if (c >= p.n)
+        break;
+      if (VEC == 4u) {
+        vec4 wv = vec4(weight_at(c), weight_at(c + 1u), weight_at(c + 2u), weight_at(c + 3u));
+        vec4 v = vec4(h[it * VEC], h[it * VEC + 1u], h[it * VEC + 2u], h[it * VEC + 3u]);
+        y4[(by + c) >> 2] = elem4_make(v * scale * wv);
+      } else {
+        y[by + c * p.ty.inner] = elem_make(h[it] * scale * weight_at(c));
+      }
+    }
+  } else {
+    // h again: from residual_out when it was written (it may alias x), else
+    // from x (+ residual), which nothing has overwritten then.
+    for (uint c = tid; c < p.n; c += WG) {
+      float v;
+      if (has_out) {
+        v = elem_load(rout[bo + c * p.to.inner]);
+      } else {
+        v = elem_load(x[bx + c * p.tx.inner]);
+        if (has_res)
+          v += elem_load(res[br + c * p.tr.inner]);
+      }
+      y[by + c * p.ty.inner] = elem_make(v * scale * weight_at(c));
+    }
+  }
+}

@@ -1,0 +1,350 @@
+/* Device memory through a small sub-allocator: vkAllocateMemory is slow and
+ * drivers cap the number of allocations, so tensors come out of 64 MiB blocks
+ * (first fit over a sorted free list, coalesced on free), each spanned by one
+ * VkBuffer; a request of more than half a block gets a block of its own. A
+ * block goes back to the driver when it is empty. Memory is device local;
+ * where the device-local memory is also host visible (lavapipe, integrated
+ * GPUs) blocks stay mapped, and reads and writes skip the staging copy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vulkan_internal.h"
+
+enum { BLOCK_BYTES = 64 << 20, ALLOCATION_ALIGNMENT = 256 };
+
+typedef struct free_range {
+  struct free_range *next;
+  uint64_t offset, bytes;
+} free_range;
+
+struct vulkan_block {
+  vulkan_block *next;
+  VkDeviceMemory memory;
+  VkBuffer buffer;
+  uint64_t bytes;
+  void *mapped;
+  bool staging, dedicated;
+  uint32_t live; /* allocations in it */
+  free_range *free;
+};
+
+static uint64_t align_up(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+static uint64_t allocation_alignment(const vulkan_device *device) {
+  uint64_t a = device->props->storage_alignment;
+  return a > ALLOCATION_ALIGNMENT ? a : ALLOCATION_ALIGNMENT;
+}
+
+/* Picks the memory types: for tensors, a device-local type of the largest
+ * device-local heap (host visible and coherent where one such exists); for
+ * staging, host visible and coherent, cached where possible (reads). */
+tsr_status vulkan_memory_init(vulkan_device *device) {
+  VkPhysicalDeviceMemoryProperties m;
+  device->plugin->loader.vkGetPhysicalDeviceMemoryProperties(device->props->physical, &m);
+  int best = -1, best_score = -1, staging = -1, staging_score = -1;
+  uint64_t largest = 0;
+  for (uint32_t h = 0; h < m.memoryHeapCount; h++)
+    if ((m.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+        m.memoryHeaps[h].size > largest)
+      largest = m.memoryHeaps[h].size;
+  const VkMemoryPropertyFlags mappable =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  for (uint32_t t = 0; t < m.memoryTypeCount; t++) {
+    VkMemoryPropertyFlags f = m.memoryTypes[t].propertyFlags;
+    if (f & (VK_MEMORY_PROPERTY_PROTECTED_BIT | VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT))
+      continue;
+    uint64_t heap = m.memoryHeaps[m.memoryTypes[t].heapIndex].size;
+    if ((f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && heap == largest) {
+      int score = (f & mappable) == mappable ? 2 : 1;
+      if (score > best_score) {
+        best = (int)t;
+        best_score = score;
+      }
+    }
+    if ((f & mappable) == mappable) {
+      int score = (f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT ? 2 : 1) +
+                  (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT ? 0 : 1);
+      if (score > staging_score) {
+        staging = (int)t;
+        staging_score = score;
+      }
+    }
+  }
+  if (best < 0 || staging < 0) {
+    vulkan_set_error(device->plugin,
+                     "vulkan: %s has no device-local or no host-visible memory type",
+                     device->props->name);
+    return TSR_ERROR_BACKEND;
+  }
+  device->memory_type = (uint32_t)best;
+  device->host_visible = best_score == 2;
+  device->staging_type = (uint32_t)staging;
+  return TSR_OK;
+}
+
+static void destroy_block(vulkan_device *device, vulkan_block *block) {
+  if (block->buffer)
+    device->vk.vkDestroyBuffer(device->handle, block->buffer, NULL);
+  if (block->memory)
+    device->vk.vkFreeMemory(device->handle, block->memory, NULL);
+  free_range *r = block->free;
+  while (r) {
+    free_range *next = r->next;
+    free(r);
+    r = next;
+  }
+  free(block);
+}
+
+static tsr_status create_block(vulkan_device *device, uint64_t bytes, bool staging, bool dedicated,
+                               vulkan_block **out) {
+  vulkan_block *block = calloc(1, sizeof *block);
+  free_range *range = calloc(1, sizeof *range);
+  if (!block || !range) {
+    free(block);
+    free(range);
+    vulkan_set_error(device->plugin, "vulkan: out of host memory for a memory block");
+    return TSR_ERROR_OUT_OF_MEMORY;
+  }
+  block->bytes = bytes;
+  block->staging = staging;
+  block->dedicated = dedicated;
+  VkBufferCreateInfo create = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                               .size = bytes,
+                               .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                        VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                               .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  char what[128];
+  VkResult result = device->vk.vkCreateBuffer(device->handle, &create, NULL, &block->buffer);
+  if (result != VK_SUCCESS) {
+    block->buffer = NULL;
+    free(range);
+    destroy_block(device, block);
+    snprintf(what, sizeof what, "vkCreateBuffer of %llu bytes", (unsigned long long)bytes);
+    return vulkan_fail(device->plugin, result, what);
+  }
+  VkMemoryRequirements need;
+  device->vk.vkGetBufferMemoryRequirements(device->handle, block->buffer, &need);
+  uint32_t type = staging ? device->staging_type : device->memory_type;
+  if (!(need.memoryTypeBits & (1u << type))) {
+    free(range);
+    destroy_block(device, block);
+    vulkan_set_error(device->plugin, "vulkan: buffers cannot use memory type %u", type);
+    return TSR_ERROR_BACKEND;
+  }
+  VkMemoryAllocateInfo allocate = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                   .allocationSize = need.size,
+                                   .memoryTypeIndex = type};
+  result = device->vk.vkAllocateMemory(device->handle, &allocate, NULL, &block->memory);
+  if (result == VK_SUCCESS)
+    result = device->vk.vkBindBufferMemory(device->handle, block->buffer, block->memory, 0);
+  else
+    block->memory = NULL;
+  if (result == VK_SUCCESS && (staging || device->host_visible))
+    result =
+        device->vk.vkMapMemory(device->handle, block->memory, 0, VK_WHOLE_SIZE, 0, &block->mapped);
+  if (result != VK_SUCCESS) {
+    free(range);
+    destroy_block(device, block);
+    snprintf(what, sizeof what, "allocating %llu bytes of %s memory", (unsigned long long)bytes,
+             staging ? "staging" : "device");
+    return vulkan_fail(device->plugin, result, what);
+  }
+  range->offset = 0;
+  range->bytes = bytes;
+  block->free = range;
+  *out = block;
+  return TSR_OK;
+}
+
+/* First fit in one block; true with the offset when it had room. */
+static bool take(vulkan_block *block, uint64_t bytes, uint64_t *offset) {
+  for (free_range **link = &block->free; *link; link = &(*link)->next) {
+    free_range *r = *link;
+    if (r->bytes < bytes)
+      continue;
+    *offset = r->offset;
+    r->offset += bytes;
+    r->bytes -= bytes;
+    if (r->bytes == 0) {
+      *link = r->next;
+      free(r);
+    }
+    block->live++;
+    return true;
+  }
+  return false;
+}
+
+/* Returns a range to its block's sorted free list, merging neighbours. A
+ * list node the host cannot allocate only loses the range until the block
+ * goes back. */
+static void give_back(vulkan_block *block, uint64_t offset, uint64_t bytes) {
+  block->live--;
+  free_range *before = NULL, *after = block->free;
+  while (after && after->offset < offset) {
+    before = after;
+    after = after->next;
+  }
+  if (before && before->offset + before->bytes == offset) {
+    before->bytes += bytes;
+    if (after && before->offset + before->bytes == after->offset) {
+      before->bytes += after->bytes;
+      before->next = after->next;
+      free(after);
+    }
+    return;
+  }
+  if (after && offset + bytes == after->offset) {
+    after->offset = offset;
+    after->bytes += bytes;
+    return;
+  }
+  free_range *r = malloc(sizeof *r);
+  if (!r)
+    return;
+  r->offset = offset;
+  r->bytes = bytes;
+  r->next = after;
+  if (before)
+    before->next = r;
+  else
+    block->free = r;
+}
+
+tsr_status vulkan_buffer_create(vulkan_device *device, uint64_t bytes, bool staging,
+                                vulkan_buffer **out) {
+  vulkan_buffer *buffer = calloc(1, sizeof *buffer);
+  if (!buffer) {
+    vulkan_set_error(device->plugin, "vulkan: out of host memory for a buffer");
+    return TSR_ERROR_OUT_OF_MEMORY;
+  }
+  uint64_t size = align_up(bytes ? bytes : 1, allocation_alignment(device));
+  bool dedicated = size > BLOCK_BYTES / 2;
+  tsr_status status = TSR_OK;
+  pthread_mutex_lock(&device->memory_lock);
+  vulkan_block *block = NULL;
+  uint64_t offset = 0;
+  if (!dedicated)
+    for (block = device->blocks; block; block = block->next)
+      if (!block->dedicated && block->staging == staging && take(block, size, &offset))
+        break;
+  if (!block) {
+    status = create_block(device, dedicated ? size : BLOCK_BYTES, staging, dedicated, &block);
+    if (status == TSR_OK) {
+      take(block, size, &offset);
+      block->next = device->blocks;
+      device->blocks = block;
+    }
+  }
+  pthread_mutex_unlock(&device->memory_lock);
+  if (status != TSR_OK) {
+    free(buffer);
+    return status;
+  }
+  buffer->block = block;
+  buffer->handle = block->buffer;
+  buffer->offset = offset;
+  buffer->bytes = bytes;
+  buffer->mapped = block->mapped ? (char *)block->mapped + offset : NULL;
+  *out = buffer;
+  return TSR_OK;
+}
+
+void vulkan_buffer_destroy(vulkan_device *device, vulkan_buffer *buffer) {
+  if (!buffer)
+    return;
+  uint64_t size = align_up(buffer->bytes ? buffer->bytes : 1, allocation_alignment(device));
+  pthread_mutex_lock(&device->memory_lock);
+  vulkan_block *block = buffer->block;
+  give_back(block, buffer->offset, size);
+  if (block->live == 0) {
+    for (vulkan_block **link = &device->blocks; *link; link = &(*link)->next) {
+      if (*link == block) {
+        *link = block->next;
+        break;
+      }
+    }
+    destroy_block(device, block);
+  }
+  pthread_mutex_unlock(&device->memory_lock);
+  free(buffer);
+}
+
+void vulkan_memory_release(vulkan_device *device) {
+  vulkan_block *block = device->blocks;
+  while (block) {
+    vulkan_block *next = block->next;
+    destroy_block(device, block);
+    block = next;
+  }
+  device->blocks = NULL;
+}
+
+/* The ABI's buffers: work that may use the buffer is finished by the core
+ * before buffer_free (it waits for the device's queues). */
+tsr_status vulkan_buffer_alloc(void *handle, uint64_t bytes, void **out) {
+  vulkan_buffer *buffer = NULL;
+  tsr_status status = vulkan_buffer_create(handle, bytes, false, &buffer);
+  if (status == TSR_OK)
+    *out = buffer;
+  return status;
+}
+
+void vulkan_buffer_free(void *handle, void *buffer) {
+  vulkan_buffer_destroy(handle, buffer);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors as bindings                                                       */
+/* ------------------------------------------------------------------------ */
+
+int64_t vulkan_tensor_span(const tsr_plugin_tensor *t) {
+  int64_t last = 0;
+  for (int32_t i = 0; i < t->rank; i++) {
+    if (t->shape[i] == 0)
+      return 0;
+    last += (t->shape[i] - 1) * (t->strides[i] < 0 ? -t->strides[i] : t->strides[i]);
+  }
+  return last + 1;
+}
+
+bool vulkan_bind_tensor(const vulkan_device *device, const tsr_plugin_tensor *t,
+                        vulkan_binding *out, uint32_t *first, char *why, size_t why_capacity) {
+  const vulkan_buffer *buffer = t->buffer;
+  const vulkan_device_props *p = device->props;
+  uint64_t size = tsr_plugin_dtype_size(t->dtype);
+  uint64_t start = buffer->offset + t->offset;
+  uint64_t aligned = start / p->storage_alignment * p->storage_alignment;
+  uint64_t skip = start - aligned;
+  if (size == 0 || skip % size != 0) {
+    snprintf(why, why_capacity,
+             "a tensor's byte offset %llu is not a multiple of its %llu-byte "
+             "elements",
+             (unsigned long long)t->offset, (unsigned long long)size);
+    return false;
+  }
+  uint64_t span = (uint64_t)vulkan_tensor_span(t);
+  uint64_t elements = skip / size + span;
+  if (elements > UINT32_MAX || skip + span * size > p->max_storage_range) {
+    snprintf(why, why_capacity,
+             "a tensor of %llu elements spans %llu bytes; one binding holds at most %llu bytes "
+             "and 2^32 elements on this device",
+             (unsigned long long)span, (unsigned long long)(skip + span * size),
+             (unsigned long long)p->max_storage_range);
+    return false;
+  }
+  uint64_t end = buffer->offset + buffer->bytes;
+  uint64_t range = end - aligned;
+  if (range > p->max_storage_range)
+    range = p->max_storage_range;
+  out->buffer = buffer->handle;
+  out->offset = aligned;
+  out->range = range;
+  *first = (uint32_t)(skip / size);
+  return true;
+}

@@ -1,0 +1,157 @@
+/* Compute pipelines, built on first use from the embedded SPIR-V (the
+ * registry CMake generates) with the caller's specialisation constants, and
+ * kept per device until it closes. Every pipeline shares the device's layout
+ * (VULKAN_MAX_BINDINGS push descriptors, VULKAN_PUSH_BYTES of push
+ * constants). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vulkan_internal.h"
+
+/* The generated registry (vulkan_shader_registry.c), ended by a NULL name. */
+extern const struct vulkan_shader_row {
+  const char *name;
+  const unsigned char *code;
+  const size_t *bytes;
+} vulkan_shader_rows[];
+
+typedef struct vulkan_pipeline_entry {
+  struct vulkan_pipeline_entry *next;
+  char name[64];
+  uint32_t spec[VULKAN_MAX_SPEC_CONSTANTS];
+  uint32_t n_spec;
+  uint32_t subgroup;
+  vulkan_pipeline pipeline;
+} vulkan_pipeline_entry;
+
+/* Blobs are looked up by name a few times per op; a linear scan over a few
+ * dozen names costs nothing next to a dispatch. */
+const vulkan_shader_blob *vulkan_shader_find(const char *name) {
+  static _Thread_local vulkan_shader_blob found;
+  for (size_t i = 0; vulkan_shader_rows[i].name; i++) {
+    if (strcmp(vulkan_shader_rows[i].name, name) == 0) {
+      found.name = vulkan_shader_rows[i].name;
+      found.code = (const uint32_t *)(const void *)vulkan_shader_rows[i].code;
+      found.bytes = *vulkan_shader_rows[i].bytes;
+      return &found;
+    }
+  }
+  return NULL;
+}
+
+static tsr_status build(vulkan_device *device, const vulkan_shader_blob *blob,
+                        vulkan_pipeline_entry *entry) {
+  VkShaderModuleCreateInfo module_info = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                          .codeSize = blob->bytes,
+                                          .pCode = blob->code};
+  VkShaderModule module;
+  VkResult result = device->vk.vkCreateShaderModule(device->handle, &module_info, NULL, &module);
+  if (result != VK_SUCCESS) {
+    char what[128];
+    snprintf(what, sizeof what, "vkCreateShaderModule(%s)", blob->name);
+    return vulkan_fail(device->plugin, result, what);
+  }
+  VkSpecializationMapEntry map[VULKAN_MAX_SPEC_CONSTANTS];
+  for (uint32_t i = 0; i < entry->n_spec; i++)
+    map[i] = (VkSpecializationMapEntry){
+        .constantID = i, .offset = i * (uint32_t)sizeof(uint32_t), .size = sizeof(uint32_t)};
+  VkSpecializationInfo spec = {.mapEntryCount = entry->n_spec,
+                               .pMapEntries = map,
+                               .dataSize = entry->n_spec * sizeof(uint32_t),
+                               .pData = entry->spec};
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT required = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT,
+      .requiredSubgroupSize = entry->subgroup};
+  VkComputePipelineCreateInfo create = {
+      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .pNext = entry->subgroup ? &required : NULL,
+                .flags = entry->subgroup
+                             ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT
+                             : 0,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = module,
+                .pName = "main",
+                .pSpecializationInfo = entry->n_spec ? &spec : NULL},
+      .layout = device->layout};
+  result = device->vk.vkCreateComputePipelines(device->handle, device->cache, 1, &create, NULL,
+                                               &entry->pipeline.handle);
+  device->vk.vkDestroyShaderModule(device->handle, module, NULL);
+  if (result != VK_SUCCESS) {
+    char what[128];
+    snprintf(what, sizeof what, "vkCreateComputePipelines(%s)", blob->name);
+    return vulkan_fail(device->plugin, result, what);
+  }
+  entry->pipeline.local_size[0] = entry->n_spec > 0 ? entry->spec[0] : 1;
+  entry->pipeline.local_size[1] = 1;
+  entry->pipeline.local_size[2] = 1;
+  return TSR_OK;
+}
+
+tsr_status vulkan_pipeline_get(vulkan_device *device, const char *name, const uint32_t *spec,
+                               uint32_t n_spec, uint32_t required_subgroup_size,
+                               const vulkan_pipeline **out) {
+  if (n_spec > VULKAN_MAX_SPEC_CONSTANTS ||
+      strlen(name) >= sizeof(((vulkan_pipeline_entry *)0)->name)) {
+    vulkan_set_error(device->plugin, "vulkan: pipeline %s: %u specialisation constants (max %d)",
+                     name, n_spec, VULKAN_MAX_SPEC_CONSTANTS);
+    return TSR_ERROR_INVALID_VALUE;
+  }
+  const vulkan_device_props *p = device->props;
+  if (required_subgroup_size &&
+      (!p->subgroup_size_control || required_subgroup_size < p->subgroup_min ||
+       required_subgroup_size > p->subgroup_max)) {
+    vulkan_set_error(device->plugin,
+                     "vulkan: pipeline %s wants subgroups of %u; the device allows %u..%u%s", name,
+                     required_subgroup_size, p->subgroup_min, p->subgroup_max,
+                     p->subgroup_size_control ? "" : " (no size control)");
+    return TSR_ERROR_UNSUPPORTED;
+  }
+  pthread_mutex_lock(&device->pipeline_lock);
+  for (vulkan_pipeline_entry *e = device->pipelines; e; e = e->next) {
+    if (e->n_spec == n_spec && e->subgroup == required_subgroup_size &&
+        strcmp(e->name, name) == 0 && memcmp(e->spec, spec, n_spec * sizeof *spec) == 0) {
+      *out = &e->pipeline;
+      pthread_mutex_unlock(&device->pipeline_lock);
+      return TSR_OK;
+    }
+  }
+  tsr_status status = TSR_OK;
+  const vulkan_shader_blob *blob = vulkan_shader_find(name);
+  vulkan_pipeline_entry *entry = blob ? calloc(1, sizeof *entry) : NULL;
+  if (!blob) {
+    vulkan_set_error(device->plugin, "vulkan: no embedded shader named %s", name);
+    status = TSR_ERROR_NOT_FOUND;
+  } else if (!entry) {
+    vulkan_set_error(device->plugin, "vulkan: out of host memory for a pipeline");
+    status = TSR_ERROR_OUT_OF_MEMORY;
+  } else {
+    snprintf(entry->name, sizeof entry->name, "%s", name);
+    if (n_spec)
+      memcpy(entry->spec, spec, n_spec * sizeof *spec);
+    entry->n_spec = n_spec;
+    entry->subgroup = required_subgroup_size;
+    status = build(device, blob, entry);
+    if (status == TSR_OK) {
+      entry->next = device->pipelines;
+      device->pipelines = entry;
+      *out = &entry->pipeline;
+    } else {
+      free(entry);
+    }
+  }
+  pthread_mutex_unlock(&device->pipeline_lock);
+  return status;
+}
+
+void vulkan_pipelines_release(vulkan_device *device) {
+  vulkan_pipeline_entry *e = device->pipelines;
+  while (e) {
+    vulkan_pipeline_entry *next = e->next;
+    device->vk.vkDestroyPipeline(device->handle, e->pipeline.handle, NULL);
+    free(e);
+    e = next;
+  }
+  device->pipelines = NULL;
+}
