@@ -227,6 +227,8 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
     }
     l->per_item = a->x.shape[a->x.rank - 1];
     l->items = (uint64_t)tsr_plugin_row_count(&a->x);
+    q->rows = (uint32_t)l->items;
+    q->n = (uint32_t)l->per_item;
     q->eps = a->eps;
     l->push_bytes = sizeof *q;
     break;
@@ -256,6 +258,8 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
     }
     l->per_item = a->x.shape[a->x.rank - 1];
     l->items = (uint64_t)tsr_plugin_row_count(&a->x);
+    q->rows = (uint32_t)l->items;
+    q->n = (uint32_t)l->per_item;
     q->eps = a->eps;
     l->push_bytes = sizeof *q;
     break;
@@ -270,6 +274,8 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
       return false;
     l->per_item = a->x.shape[a->x.rank - 1];
     l->items = (uint64_t)tsr_plugin_row_count(&a->x);
+    q->rows = (uint32_t)l->items;
+    q->n = (uint32_t)l->per_item;
     q->scale = a->scale;
     l->push_bytes = sizeof *q;
     break;
@@ -299,6 +305,8 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
     l->n_bindings = 5; /* 4: the queue's status word, added at run time */
     l->per_item = a->logits.shape[1];
     l->items = (uint64_t)a->logits.shape[0];
+    q->rows = (uint32_t)l->items;
+    q->n = (uint32_t)l->per_item;
     l->push_bytes = sizeof *q;
     break;
   }

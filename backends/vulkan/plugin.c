@@ -347,6 +347,11 @@ static bool read_device(vulkan_plugin *plugin, VkPhysicalDevice physical, vulkan
   free(family);
   read_coopmat_shapes(plugin, p, &extensions);
   free(extensions.items);
+  /* TESSERA_VULKAN_NO_SUBGROUPS=1 takes the shared-memory reductions, so
+   * tests cover them on devices that have subgroup arithmetic. */
+  const char *no_subgroups = env(plugin, "TESSERA_VULKAN_NO_SUBGROUPS");
+  if (no_subgroups && *no_subgroups && strcmp(no_subgroups, "0") != 0)
+    p->subgroup_arithmetic = false;
   return true;
 }
 
