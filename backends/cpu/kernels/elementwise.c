@@ -356,13 +356,6 @@ static const elementwise_kernels AVX2_KERNELS = {swiglu_avx2, gelu_avx2, angles_
 
 /* ---- AVX-512 ---- */
 
-TARGET_AVX512 static ALWAYS_INLINE __m512 silu_avx512(__m512 x) {
-  __m512 value = _mm512_div_ps(
-      x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
-  __mmask16 minus_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
-  return _mm512_maskz_mov_ps((__mmask16)~minus_inf, value);
-}
-
 TARGET_AVX512 static ALWAYS_INLINE __m512 gelu_tanh_avx512(__m512 x) {
   __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
   __m512 u = _mm512_mul_ps(_mm512_set1_ps(SQRT_2_OVER_PI),
@@ -407,7 +400,7 @@ TARGET_AVX512 static ALWAYS_INLINE __m512 swiglu_block_avx512(void *context, int
                                                               __mmask16 m) {
   const map_context *c = context;
   prefetch_inputs_avx512(c, i);
-  return _mm512_mul_ps(silu_avx512(_mm512_maskz_loadu_ps(m, c->a + i)),
+  return _mm512_mul_ps(silu_fast_avx512(_mm512_maskz_loadu_ps(m, c->a + i)),
                        _mm512_maskz_loadu_ps(m, c->b + i));
 }
 
