@@ -81,6 +81,14 @@ tsr_status vulkan_memory_init(vulkan_device *device) {
   }
   device->memory_type = (uint32_t)best;
   device->host_visible = best_score == 2;
+  /* TESSERA_VULKAN_NO_MAPPING=1 sends reads and writes through the staging
+   * copies even where device memory is mapped (tests cover that path on
+   * lavapipe). */
+  const char *no_mapping = device->plugin->host.get_env
+                               ? device->plugin->host.get_env("TESSERA_VULKAN_NO_MAPPING")
+                               : NULL;
+  if (no_mapping && *no_mapping && no_mapping[0] != '0')
+    device->host_visible = false;
   device->staging_type = (uint32_t)staging;
   return TSR_OK;
 }
@@ -338,7 +346,10 @@ bool vulkan_bind_tensor(const vulkan_device *device, const tsr_plugin_tensor *t,
              (unsigned long long)p->max_storage_range);
     return false;
   }
-  uint64_t end = buffer->offset + buffer->bytes;
+  /* Allocations are whole multiples of ALLOCATION_ALIGNMENT, so the range
+   * may end on a 16-byte boundary past the last byte: 32-bit word and
+   * 4-element views of 16-bit data then cover the last element. */
+  uint64_t end = buffer->offset + align_up(buffer->bytes ? buffer->bytes : 1, 16);
   uint64_t range = end - aligned;
   if (range > p->max_storage_range)
     range = p->max_storage_range;
