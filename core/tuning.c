@@ -7,10 +7,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -192,40 +194,156 @@ static bool parse_row(char *line, char *fields[5]) {
   return n == 5;
 }
 
-static bool lookup_file(const char *path, const char *device_key, const char *op, const char *dtype,
-                        const char *shape_class, char *variant, size_t variant_capacity,
-                        char *source, size_t source_capacity) {
+/* The database files are parsed once and kept: reading them on every op
+ * call (an open, a read and a scandir) cost ~6 us a call, as much as the
+ * rest of a small op's dispatch. A file is read again when its identity
+ * (inode, size, modification time) or the set of system files changes,
+ * checked at most once per TUNING_RECHECK_NS, and at once after
+ * tsr_tuning_record. */
+enum { TUNING_MAX_FILES = 64 };
+static const long long TUNING_RECHECK_NS = 1000000000LL;
+
+typedef struct tuning_row {
+  char *fields[5];
+  int line;
+} tuning_row;
+
+typedef struct tuning_file {
+  char path[PATH_MAX];
+  bool exists;
+  struct stat identity;
+  char *text;
+  tuning_row *rows;
+  int count;
+} tuning_file;
+
+static struct {
+  pthread_mutex_t lock;
+  bool valid;
+  long long checked_ns;
+  char user_path[PATH_MAX]; /* "" when there is no user file */
+  char system_dir[PATH_MAX];
+  bool dir_exists;
+  struct stat dir_identity;
+  tuning_file files[TUNING_MAX_FILES]; /* the user file first, then the system files */
+  int count;
+} tuning_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static long long monotonic_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static bool same_identity(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+static void release_file(tuning_file *file) {
+  free(file->text);
+  free(file->rows);
+  memset(file, 0, sizeof *file);
+}
+
+/* Reads and splits one file into rows (a missing or unreadable file has none
+ * and is remembered as missing). */
+static void load_file(tuning_file *file, const char *path) {
+  memset(file, 0, sizeof *file);
+  tsr__strlcpy(file->path, path, sizeof file->path);
   FILE *f = fopen(path, "r");
   if (!f)
-    return false;
-  char line[1024];
-  int number = 0, wildcard_line = 0;
-  char wildcard[128] = "";
-  bool found = false;
-  while (fgets(line, sizeof line, f)) {
-    number++;
-    char *fields[5];
-    if (!parse_row(line, fields)) {
-      continue;
-    }
-    if (strcmp(fields[0], device_key) || strcmp(fields[1], op) || strcmp(fields[2], dtype))
-      continue;
-    if (!strcmp(fields[3], shape_class)) {
-      tsr__strlcpy(variant, fields[4], variant_capacity);
-      snprintf(source, source_capacity, "%s:%d", path, number);
-      found = true; /* later rows override earlier ones */
-    } else if (!strcmp(fields[3], "*") && !wildcard_line) {
-      tsr__strlcpy(wildcard, fields[4], sizeof wildcard);
-      wildcard_line = number;
-    }
+    return;
+  if (fstat(fileno(f), &file->identity) != 0 || file->identity.st_size < 0) {
+    fclose(f);
+    return;
   }
+  size_t size = (size_t)file->identity.st_size;
+  file->text = malloc(size + 1);
+  size_t got = file->text ? fread(file->text, 1, size, f) : 0;
   fclose(f);
-  if (!found && wildcard_line) {
-    tsr__strlcpy(variant, wildcard, variant_capacity);
-    snprintf(source, source_capacity, "%s:%d", path, wildcard_line);
-    found = true;
+  if (!file->text)
+    return;
+  file->text[got] = '\0';
+  file->exists = true;
+  int lines = 1;
+  for (size_t i = 0; i < got; i++)
+    lines += file->text[i] == '\n';
+  file->rows = malloc((size_t)lines * sizeof *file->rows);
+  if (!file->rows)
+    return;
+  char *line = file->text;
+  for (int number = 1; line; number++) {
+    char *next = strchr(line, '\n');
+    if (next)
+      *next++ = '\0';
+    tuning_row *row = &file->rows[file->count];
+    if (parse_row(line, row->fields)) {
+      row->line = number;
+      file->count++;
+    }
+    line = next;
   }
-  return found;
+}
+
+static int tsv_filter(const struct dirent *entry);
+
+static void load_cache(const char *user_path, const char *system_dir) {
+  for (int i = 0; i < tuning_cache.count; i++)
+    release_file(&tuning_cache.files[i]);
+  tuning_cache.count = 0;
+  tsr__strlcpy(tuning_cache.user_path, user_path, sizeof tuning_cache.user_path);
+  tsr__strlcpy(tuning_cache.system_dir, system_dir, sizeof tuning_cache.system_dir);
+  if (*user_path)
+    load_file(&tuning_cache.files[tuning_cache.count++], user_path);
+  tuning_cache.dir_exists = *system_dir && stat(system_dir, &tuning_cache.dir_identity) == 0;
+  if (tuning_cache.dir_exists) {
+    struct dirent **entries = NULL;
+    int n = scandir(system_dir, &entries, tsv_filter, alphasort);
+    for (int i = 0; i < n; i++) {
+      char path[PATH_MAX];
+      int len = snprintf(path, sizeof path, "%s/%s", system_dir, entries[i]->d_name);
+      if (len > 0 && (size_t)len < sizeof path && tuning_cache.count < TUNING_MAX_FILES)
+        load_file(&tuning_cache.files[tuning_cache.count++], path);
+      free(entries[i]);
+    }
+    free(entries);
+  }
+  tuning_cache.valid = true;
+  tuning_cache.checked_ns = monotonic_ns();
+}
+
+/* Whether the cache still describes the files (stat calls only). */
+static bool cache_current(void) {
+  struct stat now;
+  bool dir_exists = *tuning_cache.system_dir && stat(tuning_cache.system_dir, &now) == 0;
+  if (dir_exists != tuning_cache.dir_exists ||
+      (dir_exists && !same_identity(&now, &tuning_cache.dir_identity)))
+    return false;
+  for (int i = 0; i < tuning_cache.count; i++) {
+    const tuning_file *file = &tuning_cache.files[i];
+    bool exists = stat(file->path, &now) == 0;
+    if (exists != file->exists || (exists && !same_identity(&now, &file->identity)))
+      return false;
+  }
+  return true;
+}
+
+/* The row of one file for the problem: the last row of its shape class, else
+ * the first wildcard row. */
+static const tuning_row *file_match(const tuning_file *file, const char *device_key, const char *op,
+                                    const char *dtype, const char *shape_class) {
+  const tuning_row *exact = NULL, *wildcard = NULL;
+  for (int i = 0; i < file->count; i++) {
+    char *const *f = file->rows[i].fields;
+    if (strcmp(f[0], device_key) || strcmp(f[1], op) || strcmp(f[2], dtype))
+      continue;
+    if (!strcmp(f[3], shape_class))
+      exact = &file->rows[i]; /* later rows override earlier ones */
+    else if (!strcmp(f[3], "*") && !wildcard)
+      wildcard = &file->rows[i];
+  }
+  return exact ? exact : wildcard;
 }
 
 static int tsv_filter(const struct dirent *entry) {
@@ -236,40 +354,48 @@ static int tsv_filter(const struct dirent *entry) {
 bool tsr__tuning_lookup(const char *device_key, const char *op, const char *dtype,
                         const char *shape_class, char *variant, size_t variant_capacity,
                         char *source, size_t source_capacity) {
-  char path[PATH_MAX];
+  char user_path[PATH_MAX] = "", system_dir[PATH_MAX] = "";
   const char *explicit_path = tsr__getenv("TESSERA_TUNING_DB");
   const char *cache = tsr__getenv("XDG_CACHE_HOME");
   const char *home = tsr__getenv("HOME");
-  bool have_user = true;
   if (explicit_path && *explicit_path)
-    snprintf(path, sizeof path, "%s", explicit_path);
+    snprintf(user_path, sizeof user_path, "%s", explicit_path);
   else if (cache && *cache)
-    snprintf(path, sizeof path, "%s/tessera/tuning.tsv", cache);
+    snprintf(user_path, sizeof user_path, "%s/tessera/tuning.tsv", cache);
   else if (home && *home)
-    snprintf(path, sizeof path, "%s/.cache/tessera/tuning.tsv", home);
-  else
-    have_user = false;
-  if (have_user && lookup_file(path, device_key, op, dtype, shape_class, variant, variant_capacity,
-                               source, source_capacity))
-    return true;
+    snprintf(user_path, sizeof user_path, "%s/.cache/tessera/tuning.tsv", home);
   const char *libdir = tsr__library_dir();
-  if (!*libdir)
-    return false;
-  char dir[PATH_MAX];
-  snprintf(dir, sizeof dir, "%s/%s/tessera/tuning", libdir, TSR_LIBDIR_TO_DATADIR);
-  struct dirent **entries = NULL;
-  int n = scandir(dir, &entries, tsv_filter, alphasort);
-  bool found = false;
-  for (int i = 0; i < n; i++) {
-    int len = snprintf(path, sizeof path, "%s/%s", dir, entries[i]->d_name);
-    if (!found && len > 0 && (size_t)len < sizeof path) {
-      found = lookup_file(path, device_key, op, dtype, shape_class, variant, variant_capacity,
-                          source, source_capacity);
-    }
-    free(entries[i]);
+  if (*libdir)
+    snprintf(system_dir, sizeof system_dir, "%s/%s/tessera/tuning", libdir, TSR_LIBDIR_TO_DATADIR);
+
+  pthread_mutex_lock(&tuning_cache.lock);
+  if (!tuning_cache.valid || strcmp(user_path, tuning_cache.user_path) ||
+      strcmp(system_dir, tuning_cache.system_dir)) {
+    load_cache(user_path, system_dir);
+  } else if (monotonic_ns() - tuning_cache.checked_ns >= TUNING_RECHECK_NS) {
+    if (!cache_current())
+      load_cache(user_path, system_dir);
+    tuning_cache.checked_ns = monotonic_ns();
   }
-  free(entries);
+  bool found = false;
+  for (int i = 0; i < tuning_cache.count && !found; i++) {
+    const tuning_file *file = &tuning_cache.files[i];
+    const tuning_row *row = file_match(file, device_key, op, dtype, shape_class);
+    if (row) {
+      tsr__strlcpy(variant, row->fields[4], variant_capacity);
+      snprintf(source, source_capacity, "%s:%d", file->path, row->line);
+      found = true;
+    }
+  }
+  pthread_mutex_unlock(&tuning_cache.lock);
   return found;
+}
+
+/* Makes the next lookup read the files again (a row was just written). */
+static void tuning_cache_invalidate(void) {
+  pthread_mutex_lock(&tuning_cache.lock);
+  tuning_cache.valid = false;
+  pthread_mutex_unlock(&tuning_cache.lock);
 }
 
 static bool list_has(const tsr_plugin_variant_list *list, const char *name) {
@@ -479,5 +605,6 @@ tsr_status tsr_tuning_record(tsr_device *device, tsr_op op, const void *desc, co
     unlink(tmp);
     return tsr__fail(TSR_ERROR_IO, call, "cannot write %s: %s", path, strerror(err));
   }
+  tuning_cache_invalidate();
   return TSR_OK;
 }
