@@ -526,6 +526,15 @@ static void add_gemm_config(cpu_isa family, int method, int mr, int nr, int mc, 
   else
     snprintf(c->name, sizeof c->name, "cpu_gemm_%s_mr%dnr%d_kc%d_mc%d_nc%d", cpu_isa_name(family),
              mr, nr, kc, mc, nc);
+  if (method == CPU_GEMM_GEMV)
+    snprintf(c->description, sizeof c->description,
+             "%s gemv: B streamed once without packing, rows of A in registers, all threads; "
+             "f32 accumulation",
+             cpu_isa_name(family));
+  else
+    snprintf(c->description, sizeof c->description,
+             "%s register block MR=%d x NR=%d; KC=%d MC=%d NC=%d; f32 accumulation",
+             cpu_isa_name(family), mr, nr, kc, mc, nc);
 }
 
 /* Every family this machine can run, best first: its register blocks with
@@ -709,18 +718,16 @@ static void put_variant(tsr_plugin_variant_list *out, const char *name, const ch
   copy_text(v->description, sizeof v->description, description);
 }
 
+/* c's description, with the bf16 kernel named where the active level uses it
+ * (the level can be forced after the configs are built). */
 static void describe_gemm_config(const cpu_gemm_config *c, char *buffer, size_t capacity) {
-  bool bf16 = cpu_isa_includes(cpu_isa_active(), CPU_ISA_AVX512_BF16) && c->isa == CPU_ISA_AVX512;
-  if (c->method == CPU_GEMM_GEMV)
-    snprintf(buffer, capacity,
-             "%s gemv: B streamed once without packing, rows of A in registers, all threads; "
-             "f32 accumulation",
-             cpu_isa_name((cpu_isa)c->isa));
-  else
-    snprintf(buffer, capacity,
-             "%s register block MR=%d x NR=%d; KC=%d MC=%d NC=%d; f32 accumulation%s",
-             cpu_isa_name((cpu_isa)c->isa), c->mr, c->nr, c->kc, c->mc, c->nc,
-             bf16 ? "; bf16 inputs: vdpbf16ps" : "");
+  static const char bf16_note[] = "; bf16 inputs: vdpbf16ps";
+  bool bf16 = c->method == CPU_GEMM_PACKED && c->isa == CPU_ISA_AVX512 &&
+              cpu_isa_includes(cpu_isa_active(), CPU_ISA_AVX512_BF16);
+  copy_text(buffer, capacity, c->description);
+  size_t used = strlen(buffer);
+  if (bf16 && used + sizeof bf16_note <= capacity)
+    memcpy(buffer + used, bf16_note, sizeof bf16_note);
 }
 
 tsr_status cpu_op_variants(tsr_op op, const void *args, tsr_plugin_variant_list *out) {

@@ -65,6 +65,8 @@ typedef struct cpu_gemm_config {
   int method;
   int mr, nr;     /* register block (packed) */
   int mc, kc, nc; /* cache blocks in rows / depth / columns (packed) */
+  /* formatted once: listing the variants runs on every op call */
+  char description[160];
 } cpu_gemm_config;
 
 /* Attention: tiles of queries and keys, online softmax. */
@@ -99,9 +101,9 @@ tsr_status cpu_cross_entropy_run(const cpu_exec *exec, const tsr_cross_entropy_a
  * for i < m, j < n, p < k; `accumulate` adds to c instead of overwriting it.
  * Meant for tiles up to a few hundred in each extent; runs on the calling
  * thread (no pool) with the active instruction set, using per-thread scratch. */
-void cpu_tile_gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                       const float *b, int64_t b_row_stride, int64_t b_col_stride, float *c,
-                       int64_t ldc, int accumulate);
+void cpu_tile_gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                       int64_t b_row_stride, int64_t b_col_stride, float *c, int64_t ldc,
+                       int accumulate);
 
 /* Activation in float, shared by the GEMM epilogue and the gelu kernel. */
 float cpu_activation(int32_t activation, float x);
