@@ -916,6 +916,15 @@ static tsr_status cpu_op_variants_entry(void *handle, tsr_op op, const void *arg
                  out->struct_size, header);
     return TSR_ERROR_STRUCT_SIZE;
   }
+  if (out->struct_size >= sizeof *out) {
+    /* the whole list fits: filled in place (no allocation on the op path) */
+    uint32_t size = out->struct_size;
+    tsr_status status = op_known(op) ? cpu_op_variants(op, args, out) : TSR_ERROR_UNSUPPORTED;
+    out->struct_size = size;
+    if (status != TSR_OK)
+      plugin_error(device->plugin, "op %d is unknown to the cpu plugin", (int)op);
+    return status;
+  }
   tsr_plugin_variant_list *full = malloc(sizeof *full);
   if (!full) {
     plugin_error(device->plugin, "cannot allocate a variant list");
