@@ -773,12 +773,21 @@ static tsr_status cuda_op_variants_entry(void *handle, tsr_op op, const void *ar
     cuda_set_error(device->plugin, "cuda: op %d is unknown", (int)op);
     return TSR_ERROR_UNSUPPORTED;
   }
+  char why[CUDA_MESSAGE_CAPACITY];
+  if (out->struct_size >= sizeof *out) {
+    /* the whole list fits: filled in place (no allocation on the op path) */
+    uint32_t size = out->struct_size;
+    tsr_status status = cuda_op_variants(device, op, args, out, why, sizeof why);
+    out->struct_size = size;
+    if (status != TSR_OK)
+      cuda_set_error(device->plugin, "cuda: %s: %s", op_name(op), why);
+    return status;
+  }
   tsr_plugin_variant_list *full = malloc(sizeof *full);
   if (!full) {
     cuda_set_error(device->plugin, "cuda: out of host memory for a variant list");
     return TSR_ERROR_OUT_OF_MEMORY;
   }
-  char why[CUDA_MESSAGE_CAPACITY];
   tsr_status status = cuda_op_variants(device, op, args, full, why, sizeof why);
   if (status != TSR_OK) {
     free(full);
