@@ -598,6 +598,33 @@ TARGET_AVX512 static ALWAYS_INLINE __m512 softmax_memory_avx512(__m512 max, floa
   return max;
 }
 
+/* softmax_memory_avx512 over 64 elements at i, all present, with the checks
+ * made once per row: y (NULL: none) written with streaming stores when
+ * `stream` (then 64-byte aligned at i), `prefetch` (NULL: none) the line
+ * stream that prefetch_ahead would walk. The generic loop's per-vector masks
+ * and branches cost more than its memory traffic here. */
+TARGET_AVX512 static ALWAYS_INLINE __m512 softmax_memory64_avx512(__m512 max, float *y,
+                                                                  const float *e, __m512 factor,
+                                                                  const float *next, int64_t i,
+                                                                  int stream, const char *prefetch,
+                                                                  int64_t element_bytes) {
+  if (prefetch)
+    for (int u = 0; u < 4; u++)
+      _mm_prefetch(prefetch + (i + 16 * u) * element_bytes, _MM_HINT_T0);
+  for (int u = 0; u < 4; u++)
+    max = _mm512_max_ps(max, _mm512_loadu_ps(next + i + 16 * u));
+  if (y) {
+    for (int u = 0; u < 4; u++) {
+      __m512 v = _mm512_mul_ps(_mm512_loadu_ps(e + i + 16 * u), factor);
+      if (stream)
+        _mm512_stream_ps(y + i + 16 * u, v);
+      else
+        _mm512_storeu_ps(y + i + 16 * u, v);
+    }
+  }
+  return max;
+}
+
 TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const float *factors,
                                               int64_t count, int stream, const float *next,
                                               float scale, float *next_e, float *block_max,
@@ -621,6 +648,13 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
    * stream idled during the exponentials (softmax measured 0.55-0.65 of copy
    * that way). Only the last block can be short, so the next block never
    * outruns the current one. */
+  /* the fast path's row-wide decisions: streaming stores where y is aligned
+   * (rows' blocks start at multiples of 1024 elements), one prefetch stream
+   * (softmax reads x only) */
+  const int fast_stream = stream && ((uintptr_t)y & 63u) == 0;
+  const char *prefetch = ahead && ahead->count == 1 ? ahead->rows[0] : NULL;
+  const int64_t prefetch_limit = prefetch ? ahead->limit : (ahead ? 0 : count);
+  const int64_t prefetch_bytes = prefetch ? ahead->element_bytes : 0;
   __m512 max = softmax_memory_avx512(lowest, y, e, _mm512_set1_ps(y ? factors[0] : 0.0f), next, 0,
                                      count < SOFTMAX_BLOCK ? count : SOFTMAX_BLOCK, stream, ahead);
   for (int64_t b = 0; b < blocks; b++) {
@@ -646,7 +680,10 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
         _mm512_storeu_ps(next_e + start + i + 16 * u, v[u]);
         sums[u] = _mm512_add_ps(sums[u], v[u]);
       }
-      if (i < next_n)
+      if (i + 64 <= next_n && i + 64 <= prefetch_limit)
+        next_max = softmax_memory64_avx512(next_max, y, e, factor, next, next_start + i,
+                                           fast_stream, prefetch, prefetch_bytes);
+      else if (i < next_n)
         next_max = softmax_memory_avx512(next_max, y, e, factor, next, next_start + i,
                                          next_n - i < 64 ? next_n - i : 64, stream, ahead);
     }
