@@ -1,0 +1,704 @@
+/* GEMM, grouped GEMM and flash attention launches of the Vulkan plugin: the
+ * push-constant blocks (mirrors of kernels/gemm_common.glsl and
+ * kernels/attention.comp), the variant tables per device class, the
+ * heuristics, and the dispatches. Two GEMM paths: "simt" (kernels/gemm.comp,
+ * shared-memory tiles and register blocking, any device) and "coopmat"
+ * (kernels/gemm_coopmat.comp, NV cooperative matrices 16x16x16 f16 -> f32,
+ * where the device reports that shape). Grouped GEMM runs the same shaders
+ * with a group table (prefix sums of M tiles and rows per group) in one
+ * dispatch. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "configs.h"
+#include "vulkan_internal.h"
+
+/* ------------------------------------------------------------------------ */
+/* Push constants                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Mirrors GemmPush (kernels/gemm_common.glsl). */
+typedef struct vulkan_gemm_push {
+  uint32_t m, n, k, batch;
+  uint32_t a_first, a_sb, a_sm, a_sk;
+  uint32_t b_first, b_sb, b_sk, b_sn;
+  uint32_t c_first, c_sb, c_sm, c_sn;
+  uint32_t d_first, d_sb, d_sm, d_sn;
+  uint32_t bias_first, bias_sb, bias_sn, flags;
+  float alpha, beta;
+} vulkan_gemm_push;
+
+/* A tensor's first element and its strides along its first three
+ * dimensions (B, S, H; for lse B, H, S). */
+typedef struct vulkan_attention_view {
+  uint32_t first, s0, s1, s2;
+} vulkan_attention_view;
+
+/* Mirrors AttentionPush (kernels/attention.comp). */
+typedef struct vulkan_attention_push {
+  uint32_t sq, skv, hq, group;           /* group: query heads per kv head */
+  vulkan_attention_view q, k, v, o, lse; /* lse: first, b, h, s strides */
+  uint32_t dim, flags;                   /* flags bit 0: write lse */
+  int32_t window_left, window_right;     /* negative: unbounded */
+  float scale_log2;                      /* scale * log2(e): the shader uses exp2 */
+} vulkan_attention_push;
+
+_Static_assert(sizeof(vulkan_gemm_push) <= VULKAN_PUSH_BYTES, "gemm push fits");
+_Static_assert(sizeof(vulkan_attention_push) <= VULKAN_PUSH_BYTES, "attention push fits");
+
+enum { GEMM_HAS_C = 1, GEMM_HAS_BIAS = 2 };
+enum { BIND_A, BIND_B, BIND_C, BIND_BIAS, BIND_D, BIND_GROUPS, GEMM_BINDINGS };
+
+/* ------------------------------------------------------------------------ */
+/* GEMM configs                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef enum gemm_kind { GEMM_SIMT, GEMM_COOPMAT } gemm_kind;
+
+/* A GEMM variant. simt: a bm x bn x bk tile, tm x tn outputs per invocation.
+ * coopmat: sg_m x sg_n subgroups, each wm x wn 16x16 accumulators, bk deep. */
+typedef struct vulkan_gemm_config {
+  const char *name;
+  gemm_kind kind;
+  uint32_t bm, bn, bk;
+  uint32_t tm, tn;     /* simt */
+  uint32_t sg_m, sg_n; /* coopmat */
+  uint32_t wm, wn;     /* coopmat: 16x16 tiles per subgroup */
+} vulkan_gemm_config;
+
+static const vulkan_gemm_config gemm_configs[] = {
+    {"simt_32x32x16_4x4", GEMM_SIMT, 32, 32, 16, 4, 4, 0, 0, 0, 0},
+    {"simt_64x64x16_4x4", GEMM_SIMT, 64, 64, 16, 4, 4, 0, 0, 0, 0},
+    {"simt_64x64x16_8x8", GEMM_SIMT, 64, 64, 16, 8, 8, 0, 0, 0, 0},
+    {"simt_128x64x16_8x8", GEMM_SIMT, 128, 64, 16, 8, 8, 0, 0, 0, 0},
+    {"simt_128x128x8_8x8", GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 0, 0},
+    {"simt_128x128x16_8x8", GEMM_SIMT, 128, 128, 16, 8, 8, 0, 0, 0, 0},
+    {"coopmat_64x64x32_2x2", GEMM_COOPMAT, 64, 64, 32, 0, 0, 2, 2, 2, 2},
+    {"coopmat_128x128x32_2x2", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 2, 4, 4},
+    {"coopmat_128x128x32_2x4", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 4, 4, 2},
+    {"coopmat_128x256x32_2x4", GEMM_COOPMAT, 128, 256, 32, 0, 0, 2, 4, 4, 4},
+    {"coopmat_256x128x32_4x2", GEMM_COOPMAT, 256, 128, 32, 0, 0, 4, 2, 4, 4},
+};
+enum { GEMM_CONFIGS = sizeof gemm_configs / sizeof gemm_configs[0] };
+
+/* Per device class: the simt configs it lists (a bit per index) and its
+ * picks for small and large problems. lavapipe runs a workgroup as SIMD
+ * lanes of one CPU thread: few, fat invocations do best there. */
+typedef struct gemm_class_table {
+  uint32_t simt_mask;
+  int small, large;
+} gemm_class_table;
+
+static const gemm_class_table gemm_tables[VULKAN_CLASS_COUNT_] = {
+    [VULKAN_CLASS_LAVAPIPE] = {0x07, 0, 2},   [VULKAN_CLASS_NVIDIA] = {0x3e, 1, 5},
+    [VULKAN_CLASS_AMD_WAVE32] = {0x3e, 1, 5}, [VULKAN_CLASS_AMD_WAVE64] = {0x3e, 1, 5},
+    [VULKAN_CLASS_INTEL] = {0x1e, 1, 3},      [VULKAN_CLASS_GENERIC] = {0x1f, 1, 3}};
+
+/* One GEMM or grouped GEMM as the shaders see it. */
+typedef struct gemm_problem {
+  const tsr_plugin_tensor *a, *b, *c, *bias, *d;
+  int64_t m, n, k, batch; /* grouped: m is T (all rows), batch is G */
+  bool grouped;
+  const int64_t *group_sizes;
+  float alpha, beta;
+  int32_t activation;
+  int32_t dtype; /* of a and b */
+  bool out_f32;  /* d (and c, bias) f32 while a, b are 16-bit */
+} gemm_problem;
+
+static gemm_problem gemm_problem_of(const tsr_gemm_args *g) {
+  gemm_problem p = {&g->a,
+                    &g->b,
+                    g->c.buffer ? &g->c : NULL,
+                    g->bias.buffer ? &g->bias : NULL,
+                    &g->d,
+                    g->a.shape[1],
+                    g->b.shape[2],
+                    g->a.shape[2],
+                    g->d.shape[0],
+                    false,
+                    NULL,
+                    g->alpha,
+                    g->c.buffer ? g->beta : 0.0f,
+                    g->activation,
+                    g->a.dtype,
+                    g->d.dtype != g->a.dtype};
+  return p;
+}
+
+static gemm_problem grouped_problem_of(const tsr_grouped_gemm_args *g) {
+  gemm_problem p = {&g->a,          &g->b,         NULL,           g->bias.buffer ? &g->bias : NULL,
+                    &g->d,          g->a.shape[0], g->b.shape[2],  g->a.shape[1],
+                    g->group_count, true,          g->group_sizes, g->alpha,
+                    0.0f,           g->activation, g->a.dtype,     g->d.dtype != g->a.dtype};
+  return p;
+}
+
+/* A stride as the shaders take it: 0 along extents of 1 (whatever the
+ * caller gave there), else the element stride, which fits 32 bits once the
+ * tensor fits one binding. */
+static uint32_t stride_of(const tsr_plugin_tensor *t, int dim) {
+  return t->shape[dim] > 1 ? (uint32_t)t->strides[dim] : 0u;
+}
+
+/* Shader build suffix of a dtype (tessera.h numbers f32, f16, bf16 from 1). */
+static const char *dtype_name(int32_t dtype) {
+  static const char *const suffixes[] = {NULL, "f32", "f16", "bf16"};
+  return dtype >= TSR_DTYPE_F32 && dtype <= TSR_DTYPE_BF16 ? suffixes[dtype] : NULL;
+}
+
+static bool dtype_usable(const vulkan_device_props *p, int32_t dtype, char *why, size_t capacity) {
+  if (dtype == TSR_DTYPE_F32)
+    return true;
+  if ((dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_BF16) && !p->storage_16bit) {
+    snprintf(why, capacity, "the device lacks 16-bit storage buffers (storageBuffer16BitAccess)");
+    return false;
+  }
+  if (dtype == TSR_DTYPE_F16 && !p->shader_float16) {
+    snprintf(why, capacity, "the device lacks shaderFloat16");
+    return false;
+  }
+  if (dtype != TSR_DTYPE_F16 && dtype != TSR_DTYPE_BF16) {
+    snprintf(why, capacity, "dtype %d is not a GEMM or attention dtype", (int)dtype);
+    return false;
+  }
+  return true;
+}
+
+/* The NV cooperative-matrix shape the coopmat shaders use: 16x16x16, f16
+ * inputs, f32 accumulator and result, subgroup scope. */
+static bool has_coopmat_f16(const vulkan_device_props *p) {
+  if (!p->coopmat_nv || !p->shader_float16 || !p->storage_16bit)
+    return false;
+  if (p->subgroup_min != p->subgroup_max && !p->subgroup_size_control)
+    return false;
+  for (uint32_t i = 0; i < p->coopmat_nv_count; i++) {
+    const vulkan_coopmat_shape *s = &p->coopmat_nv_shapes[i];
+    if (s->m == 16 && s->n == 16 && s->k == 16 && s->a_type == 0 && s->b_type == 0 &&
+        s->c_type == 1 && s->result_type == 1 && s->scope == 3)
+      return true;
+  }
+  return false;
+}
+
+static uint32_t gemm_threads(const vulkan_device_props *p, const vulkan_gemm_config *c) {
+  if (c->kind == GEMM_SIMT)
+    return (c->bm / c->tm) * (c->bn / c->tn);
+  return c->sg_m * c->sg_n * p->subgroup_size;
+}
+
+/* Shared memory of a config (as the shaders declare it). */
+static uint32_t gemm_shared_bytes(const vulkan_gemm_config *c) {
+  if (c->kind == GEMM_SIMT)
+    return 4 * c->bk * (c->bm + 1 + c->bn + 1);
+  /* f16 tiles with 8 elements of padding per row, and a 16x16 f32 staging
+   * tile per subgroup for the epilogue. */
+  uint32_t a = c->bm * (c->bk + 8) * 2, b = c->bk * (c->bn + 8) * 2;
+  uint32_t at = c->bk * (c->bm + 8) * 2, bt = c->bn * (c->bk + 8) * 2;
+  uint32_t tiles = (a > at ? a : at) + (b > bt ? b : bt);
+  return tiles + c->sg_m * c->sg_n * 16 * 16 * 4;
+}
+
+static bool gemm_config_fits(const vulkan_device_props *p, const vulkan_gemm_config *c) {
+  return gemm_threads(p, c) <= p->max_workgroup_invocations &&
+         gemm_shared_bytes(c) <= p->shared_memory_bytes;
+}
+
+/* Whether the problem's shape and operands can run at all (dtypes, sizes,
+ * grids); false with the reason. */
+static bool gemm_problem_ok(const vulkan_device *device, const gemm_problem *g, char *why,
+                            size_t capacity) {
+  const vulkan_device_props *p = device->props;
+  if (!dtype_usable(p, g->dtype, why, capacity))
+    return false;
+  if (g->out_f32 && g->d->dtype != TSR_DTYPE_F32) {
+    snprintf(why, capacity, "d's dtype must be a's or f32");
+    return false;
+  }
+  if (g->m > UINT32_MAX || g->n > UINT32_MAX || g->k > UINT32_MAX || g->batch > UINT32_MAX) {
+    snprintf(why, capacity, "extents beyond 32 bits");
+    return false;
+  }
+  if (!g->grouped && (uint64_t)g->batch > p->max_workgroup_count[2]) {
+    snprintf(why, capacity, "a batch of %lld exceeds the device's %u workgroups along z",
+             (long long)g->batch, p->max_workgroup_count[2]);
+    return false;
+  }
+  return true;
+}
+
+static bool coopmat_usable(const vulkan_device_props *p, const gemm_problem *g) {
+  return g->dtype == TSR_DTYPE_F16 && has_coopmat_f16(p);
+}
+
+/* The grid of a config: M tiles (all groups' for grouped GEMM), N tiles,
+ * batch. */
+static void gemm_grid(const gemm_problem *g, const vulkan_gemm_config *c, uint64_t grid[3]) {
+  uint64_t mt = 0;
+  if (g->grouped) {
+    for (int64_t i = 0; i < g->batch; i++)
+      mt += ((uint64_t)g->group_sizes[i] + c->bm - 1) / c->bm;
+  } else {
+    mt = ((uint64_t)g->m + c->bm - 1) / c->bm;
+  }
+  grid[0] = mt;
+  grid[1] = ((uint64_t)g->n + c->bn - 1) / c->bn;
+  grid[2] = g->grouped ? 1 : (uint64_t)g->batch;
+}
+
+static bool gemm_grid_fits(const vulkan_device_props *p, const gemm_problem *g,
+                           const vulkan_gemm_config *c) {
+  uint64_t grid[3];
+  gemm_grid(g, c, grid);
+  return grid[0] <= p->max_workgroup_count[0] && grid[1] <= p->max_workgroup_count[1] &&
+         grid[2] <= p->max_workgroup_count[2];
+}
+
+static void gemm_describe(const vulkan_device_props *p, const vulkan_gemm_config *c, char *out,
+                          size_t capacity) {
+  if (c->kind == GEMM_SIMT)
+    snprintf(out, capacity,
+             "scalar f32 FMA: %ux%u tile, k step %u, %ux%u outputs per invocation, %u "
+             "invocations, %u B shared",
+             c->bm, c->bn, c->bk, c->tm, c->tn, gemm_threads(p, c), gemm_shared_bytes(c));
+  else
+    snprintf(out, capacity,
+             "NV cooperative matrix 16x16x16 f16->f32: %ux%u tile, k step %u, %ux%u subgroups "
+             "of %ux%u tiles, %u B shared",
+             c->bm, c->bn, c->bk, c->sg_m, c->sg_n, c->wm, c->wn, gemm_shared_bytes(c));
+}
+
+static tsr_status gemm_variants(const vulkan_device *device, const gemm_problem *g,
+                                tsr_plugin_variant_list *out, char *why, size_t capacity) {
+  const vulkan_device_props *p = device->props;
+  if (!gemm_problem_ok(device, g, why, capacity))
+    return TSR_ERROR_UNSUPPORTED;
+  vulkan_config_class cls = vulkan_config_class_of(p);
+  const gemm_class_table *t = &gemm_tables[cls];
+  bool coop = coopmat_usable(p, g);
+  /* Work per problem: the large tiles fill the device only past a few
+   * hundred 128x128 tiles. */
+  double outputs = (double)g->m * (double)g->n * (double)(g->grouped ? 1 : g->batch);
+  bool large = outputs >= 1.5e6;
+  const char *pick = NULL;
+  const char *reason = NULL;
+  if (coop) {
+    pick = outputs >= 4e6 ? "coopmat_128x128x32_2x2" : "coopmat_64x64x32_2x2";
+    reason = "f16 with NV cooperative matrices 16x16x16";
+  } else {
+    pick = gemm_configs[large ? t->large : t->small].name;
+    reason = large ? "large problem" : "small problem";
+  }
+  char description[160];
+  out->count = 0;
+  out->heuristic = 0;
+  for (int i = 0; i < GEMM_CONFIGS; i++) {
+    const vulkan_gemm_config *c = &gemm_configs[i];
+    if (c->kind == GEMM_SIMT && !(t->simt_mask & (1u << i)))
+      continue;
+    if (c->kind == GEMM_COOPMAT && !coop)
+      continue;
+    if (!gemm_config_fits(p, c) || !gemm_grid_fits(p, g, c))
+      continue;
+    gemm_describe(p, c, description, sizeof description);
+    if (strcmp(c->name, pick) == 0)
+      out->heuristic = (int32_t)out->count;
+    vulkan_put_variant(out, c->name, description);
+  }
+  if (out->count == 0) {
+    snprintf(why, capacity, "no tile config fits this device's limits for this problem");
+    return TSR_ERROR_UNSUPPORTED;
+  }
+  snprintf(out->reason, sizeof out->reason, "%s table: %s (%.3g outputs): %s",
+           vulkan_config_class_name(cls), reason, outputs, out->variants[out->heuristic].name);
+  return TSR_OK;
+}
+
+/* The listed config named `name` (NULL: the heuristic's pick). */
+static const vulkan_gemm_config *gemm_choose(vulkan_queue *queue, const gemm_problem *g,
+                                             const char *name, tsr_status *status) {
+  vulkan_device *device = queue->device;
+  tsr_plugin_variant_list list;
+  memset(&list, 0, sizeof list);
+  char why[VULKAN_MESSAGE_CAPACITY] = "";
+  *status = gemm_variants(device, g, &list, why, sizeof why);
+  if (*status != TSR_OK) {
+    vulkan_set_error(device->plugin, "vulkan: %s: %s", g->grouped ? "grouped_gemm" : "gemm", why);
+    return NULL;
+  }
+  const char *chosen = name ? name : list.variants[list.heuristic].name;
+  for (uint32_t i = 0; i < list.count; i++)
+    if (strcmp(list.variants[i].name, chosen) == 0)
+      for (int j = 0; j < GEMM_CONFIGS; j++)
+        if (strcmp(gemm_configs[j].name, chosen) == 0)
+          return &gemm_configs[j];
+  vulkan_set_error(device->plugin, "vulkan: %s: variant '%s' is not listed for this problem",
+                   g->grouped ? "grouped_gemm" : "gemm", chosen);
+  *status = TSR_ERROR_NOT_FOUND;
+  return NULL;
+}
+
+/* Uploads the group table (prefix sums of M tiles, then of rows) into the
+ * queue's scratch with fills, one per run of equal words: recorded in the
+ * command buffer like a dispatch, so nothing waits. */
+static tsr_status gemm_group_table(vulkan_queue *queue, const gemm_problem *g, uint32_t bm,
+                                   vulkan_binding *out) {
+  uint64_t words = 2 * (uint64_t)g->batch + 2;
+  tsr_status status = vulkan_queue_scratch(queue, words * 4, out);
+  if (status != TSR_OK)
+    return status;
+  out->range = words * 4;
+  uint32_t value = 0, run_start = 0, run_value = 0;
+  for (uint64_t w = 0; w <= words; w++) {
+    if (w < words) {
+      if (w == 0 || w == (uint64_t)g->batch + 1)
+        value = 0;
+      else if (w <= (uint64_t)g->batch)
+        value += (uint32_t)(((uint64_t)g->group_sizes[w - 1] + bm - 1) / bm);
+      else
+        value += (uint32_t)g->group_sizes[w - g->batch - 2];
+    }
+    if (w == words || (w > 0 && value != run_value)) {
+      vulkan_binding b = *out;
+      b.offset += (uint64_t)run_start * 4;
+      status = vulkan_fill(queue, &b, (w - run_start) * 4, run_value);
+      if (status != TSR_OK)
+        return status;
+      run_start = (uint32_t)w;
+    }
+    run_value = value;
+  }
+  return TSR_OK;
+}
+
+static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const char *variant) {
+  vulkan_device *device = queue->device;
+  const vulkan_device_props *props = device->props;
+  tsr_status status;
+  const vulkan_gemm_config *c = gemm_choose(queue, g, variant, &status);
+  if (!c)
+    return status;
+  if (g->m == 0 || g->n == 0 || g->batch == 0)
+    return TSR_OK;
+
+  vulkan_binding bind[GEMM_BINDINGS];
+  memset(bind, 0, sizeof bind);
+  vulkan_gemm_push push;
+  memset(&push, 0, sizeof push);
+  char why[VULKAN_MESSAGE_CAPACITY] = "";
+  const tsr_plugin_tensor *ts[5] = {g->a, g->b, g->c, g->bias, g->d};
+  uint32_t first[5] = {0};
+  for (int i = 0; i < 5; i++) {
+    if (!ts[i])
+      continue;
+    if (!vulkan_bind_tensor(device, ts[i], &bind[i], &first[i], why, sizeof why)) {
+      vulkan_set_error(device->plugin, "vulkan: %s: %s", g->grouped ? "grouped_gemm" : "gemm", why);
+      return TSR_ERROR_UNSUPPORTED;
+    }
+  }
+  if (!g->c)
+    bind[BIND_C] = bind[BIND_D];
+  if (!g->bias)
+    bind[BIND_BIAS] = bind[BIND_D];
+  push.m = (uint32_t)g->m;
+  push.n = (uint32_t)g->n;
+  push.k = (uint32_t)g->k;
+  push.batch = (uint32_t)g->batch;
+  push.alpha = g->alpha;
+  push.beta = g->beta;
+  push.flags =
+      (g->c ? GEMM_HAS_C : 0u) | (g->bias ? GEMM_HAS_BIAS : 0u) | ((uint32_t)g->activation << 4);
+  push.a_first = first[0];
+  push.b_first = first[1];
+  push.c_first = first[2];
+  push.bias_first = first[3];
+  push.d_first = first[4];
+  if (g->grouped) {
+    /* a [T, K], b [G, K, N], bias [G, N], d [T, N] */
+    push.a_sm = stride_of(g->a, 0);
+    push.a_sk = stride_of(g->a, 1);
+    push.d_sm = stride_of(g->d, 0);
+    push.d_sn = stride_of(g->d, 1);
+    if (g->bias) {
+      push.bias_sb = stride_of(g->bias, 0);
+      push.bias_sn = stride_of(g->bias, 1);
+    }
+  } else {
+    push.a_sb = stride_of(g->a, 0);
+    push.a_sm = stride_of(g->a, 1);
+    push.a_sk = stride_of(g->a, 2);
+    push.d_sb = stride_of(g->d, 0);
+    push.d_sm = stride_of(g->d, 1);
+    push.d_sn = stride_of(g->d, 2);
+    if (g->c) {
+      push.c_sb = stride_of(g->c, 0);
+      push.c_sm = stride_of(g->c, 1);
+      push.c_sn = stride_of(g->c, 2);
+    }
+    if (g->bias)
+      push.bias_sn = stride_of(g->bias, 0);
+  }
+  push.b_sb = stride_of(g->b, 0);
+  push.b_sk = stride_of(g->b, 1);
+  push.b_sn = stride_of(g->b, 2);
+
+  uint32_t n_bind = 5;
+  if (g->grouped) {
+    status = gemm_group_table(queue, g, c->bm, &bind[BIND_GROUPS]);
+    if (status != TSR_OK)
+      return status;
+    n_bind = 6;
+  }
+
+  uint32_t a_kfast = push.a_sk == 1 || g->k == 1;
+  uint32_t b_nfast = push.b_sn == 1 || g->n == 1;
+  uint32_t threads = gemm_threads(props, c);
+  char name[48];
+  const vulkan_pipeline *pipeline = NULL;
+  uint32_t required = 0;
+  if (c->kind == GEMM_SIMT) {
+    /* CPU implementations compile the rolled build (see gemm.comp). */
+    snprintf(name, sizeof name, "gemm_%s%s", dtype_name(g->dtype),
+             props->type == VK_PHYSICAL_DEVICE_TYPE_CPU ? "_rolled" : "");
+    uint32_t spec[10] = {threads, c->bm,   c->bn,   c->bk,      c->tm,
+                         c->tn,   a_kfast, b_nfast, g->out_f32, g->grouped};
+    status = vulkan_pipeline_get(device, name, spec, 10, 0, &pipeline);
+  } else {
+    /* 8-element (16-byte) loads where the contiguous dimension and every
+     * other stride and start allow it. */
+    uint32_t a_vec =
+        a_kfast ? (push.a_sm % 8 == 0 && push.a_sb % 8 == 0 && first[0] % 8 == 0 && g->k % 8 == 0)
+                : (push.a_sk % 8 == 0 && push.a_sb % 8 == 0 && first[0] % 8 == 0 && g->m % 8 == 0 &&
+                   !g->grouped && push.a_sm == 1);
+    uint32_t b_vec =
+        b_nfast ? (push.b_sk % 8 == 0 && push.b_sb % 8 == 0 && first[1] % 8 == 0 && g->n % 8 == 0)
+                : (push.b_sn % 8 == 0 && push.b_sb % 8 == 0 && first[1] % 8 == 0 && g->k % 8 == 0 &&
+                   push.b_sk == 1);
+    if (props->subgroup_min != props->subgroup_max)
+      required = props->subgroup_size;
+    snprintf(name, sizeof name, "gemm_coopmat_f16");
+    uint32_t spec[14] = {threads, c->bm,   c->bn,   c->bk, c->sg_m, c->sg_n,    c->wm,
+                         c->wn,   a_kfast, b_nfast, a_vec, b_vec,   g->out_f32, g->grouped};
+    status = vulkan_pipeline_get(device, name, spec, 14, required, &pipeline);
+  }
+  if (status != TSR_OK)
+    return status;
+  uint64_t grid[3];
+  gemm_grid(g, c, grid);
+  if (grid[0] == 0)
+    return TSR_OK;
+  return vulkan_dispatch(queue, pipeline, bind, n_bind, &push, sizeof push, (uint32_t)grid[0],
+                         (uint32_t)grid[1], (uint32_t)grid[2]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Attention                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* br query rows per workgroup, bc keys per block, head dims up to dp,
+ * `threads` invocations. */
+typedef struct vulkan_attention_config {
+  const char *name;
+  uint32_t br, bc, dp, threads;
+} vulkan_attention_config;
+
+static const vulkan_attention_config attention_configs[] = {
+    {"flash_d32_q16_k32_t64", 16, 32, 32, 64},     {"flash_d64_q16_k32_t64", 16, 32, 64, 64},
+    {"flash_d64_q32_k32_t128", 32, 32, 64, 128},   {"flash_d128_q16_k32_t64", 16, 32, 128, 64},
+    {"flash_d128_q32_k32_t128", 32, 32, 128, 128}, {"flash_d128_q32_k16_t256", 32, 16, 128, 256},
+    {"flash_d256_q16_k16_t64", 16, 16, 256, 64},   {"flash_d256_q16_k16_t128", 16, 16, 256, 128},
+};
+enum { ATTENTION_CONFIGS = sizeof attention_configs / sizeof attention_configs[0] };
+
+static uint32_t attention_shared_bytes(const vulkan_attention_config *c) {
+  return 4 * (c->br * c->dp + c->bc * (c->dp + 1) + c->br * c->bc);
+}
+
+static bool attention_problem_ok(const vulkan_device *device, const tsr_attention_args *a,
+                                 char *why, size_t capacity) {
+  const vulkan_device_props *p = device->props;
+  if (!dtype_usable(p, a->q.dtype, why, capacity))
+    return false;
+  const tsr_plugin_tensor *ts[4] = {&a->q, &a->k, &a->v, &a->o};
+  static const char *names[4] = {"q", "k", "v", "o"};
+  for (int i = 0; i < 4; i++)
+    if (ts[i]->shape[3] > 1 && ts[i]->strides[3] != 1) {
+      snprintf(why, capacity, "%s's head dimension has stride %lld; this plugin needs 1", names[i],
+               (long long)ts[i]->strides[3]);
+      return false;
+    }
+  if (a->q.shape[3] > 256) {
+    snprintf(why, capacity, "head dim %lld is above 256", (long long)a->q.shape[3]);
+    return false;
+  }
+  if (a->q.shape[1] > INT32_MAX || a->k.shape[1] > INT32_MAX ||
+      a->q.shape[2] > p->max_workgroup_count[1] || a->q.shape[0] > p->max_workgroup_count[2]) {
+    snprintf(why, capacity, "sequence, head or batch extents beyond the device's grid");
+    return false;
+  }
+  return true;
+}
+
+static tsr_status attention_variants(const vulkan_device *device, const tsr_attention_args *a,
+                                     tsr_plugin_variant_list *out, char *why, size_t capacity) {
+  const vulkan_device_props *p = device->props;
+  if (!attention_problem_ok(device, a, why, capacity))
+    return TSR_ERROR_UNSUPPORTED;
+  vulkan_config_class cls = vulkan_config_class_of(p);
+  int64_t dim = a->q.shape[3];
+  uint32_t dp = 32;
+  while (dp < dim)
+    dp *= 2;
+  /* lavapipe: the 64-invocation configs (fewer SIMD passes per barrier);
+   * GPUs: 128 invocations and 32 rows where the head dim allows. */
+  bool small_wg = cls == VULKAN_CLASS_LAVAPIPE;
+  const char *pick = NULL;
+  char description[160];
+  out->count = 0;
+  out->heuristic = 0;
+  for (int i = 0; i < ATTENTION_CONFIGS; i++) {
+    const vulkan_attention_config *c = &attention_configs[i];
+    if (c->dp < dim || c->threads > p->max_workgroup_invocations ||
+        attention_shared_bytes(c) > p->shared_memory_bytes)
+      continue;
+    uint64_t groups = ((uint64_t)a->q.shape[1] + c->br - 1) / c->br;
+    if (groups > p->max_workgroup_count[0])
+      continue;
+    snprintf(description, sizeof description,
+             "scalar online softmax: %u query rows x %u keys per step, head dim <= %u, %u "
+             "invocations, %u B shared",
+             c->br, c->bc, c->dp, c->threads, attention_shared_bytes(c));
+    bool want = c->dp == dp && (small_wg ? c->threads == 64 : c->threads == (dp > 128 ? 128 : 128));
+    if (want && !pick) {
+      pick = c->name;
+      out->heuristic = (int32_t)out->count;
+    }
+    vulkan_put_variant(out, c->name, description);
+  }
+  if (out->count == 0) {
+    snprintf(why, capacity, "no attention config fits this device's limits for this problem");
+    return TSR_ERROR_UNSUPPORTED;
+  }
+  snprintf(out->reason, sizeof out->reason,
+           "%s table: the smallest head-dim capacity (%u) for D = %lld, %s workgroups: %s",
+           vulkan_config_class_name(cls), dp, (long long)dim, small_wg ? "64-invocation" : "wide",
+           out->variants[out->heuristic].name);
+  return TSR_OK;
+}
+
+static int32_t clamp_window(int64_t w) {
+  if (w < 0)
+    return -1;
+  return w > INT32_MAX ? INT32_MAX : (int32_t)w;
+}
+
+tsr_status vulkan_run_attention(vulkan_queue *queue, const tsr_attention_args *a,
+                                const char *variant) {
+  vulkan_device *device = queue->device;
+  tsr_plugin_variant_list list;
+  memset(&list, 0, sizeof list);
+  char why[VULKAN_MESSAGE_CAPACITY] = "";
+  tsr_status status = attention_variants(device, a, &list, why, sizeof why);
+  if (status != TSR_OK) {
+    vulkan_set_error(device->plugin, "vulkan: attention: %s", why);
+    return status;
+  }
+  const char *chosen = variant ? variant : list.variants[list.heuristic].name;
+  const vulkan_attention_config *c = NULL;
+  for (uint32_t i = 0; i < list.count && !c; i++)
+    if (strcmp(list.variants[i].name, chosen) == 0)
+      for (int j = 0; j < ATTENTION_CONFIGS; j++)
+        if (strcmp(attention_configs[j].name, chosen) == 0)
+          c = &attention_configs[j];
+  if (!c) {
+    vulkan_set_error(device->plugin, "vulkan: attention: variant '%s' is not listed", chosen);
+    return TSR_ERROR_NOT_FOUND;
+  }
+  int64_t batch = a->q.shape[0], sq = a->q.shape[1], hq = a->q.shape[2], dim = a->q.shape[3];
+  int64_t skv = a->k.shape[1], hkv = a->k.shape[2];
+  if (batch == 0 || sq == 0 || hq == 0 || dim == 0)
+    return TSR_OK;
+
+  vulkan_binding bind[5];
+  uint32_t first[5] = {0};
+  const tsr_plugin_tensor *ts[5] = {&a->q, &a->k, &a->v, &a->o, a->lse.buffer ? &a->lse : NULL};
+  for (int i = 0; i < 5; i++) {
+    if (!ts[i]) {
+      bind[i] = bind[3];
+      continue;
+    }
+    /* Skv = 0 leaves k and v without elements: bind o in their place. */
+    if (vulkan_tensor_span(ts[i]) == 0) {
+      bind[i] = bind[3 < i ? 3 : 0];
+      continue;
+    }
+    if (!vulkan_bind_tensor(device, ts[i], &bind[i], &first[i], why, sizeof why)) {
+      vulkan_set_error(device->plugin, "vulkan: attention: %s", why);
+      return TSR_ERROR_UNSUPPORTED;
+    }
+  }
+  vulkan_attention_push push;
+  memset(&push, 0, sizeof push);
+  push.sq = (uint32_t)sq;
+  push.skv = (uint32_t)skv;
+  push.hq = (uint32_t)hq;
+  push.group = (uint32_t)(hkv > 0 ? hq / hkv : 1);
+  vulkan_attention_view *views[5] = {&push.q, &push.k, &push.v, &push.o, &push.lse};
+  for (int i = 0; i < 5; i++)
+    if (ts[i])
+      *views[i] = (vulkan_attention_view){first[i], stride_of(ts[i], 0), stride_of(ts[i], 1),
+                                          stride_of(ts[i], 2)};
+  push.flags = a->lse.buffer ? 1u : 0u;
+  push.dim = (uint32_t)dim;
+  push.window_left = clamp_window(a->window_left);
+  push.window_right = a->causal ? 0 : clamp_window(a->window_right);
+  push.scale_log2 = (float)((double)a->scale * 1.4426950408889634);
+
+  char name[48];
+  /* CPU implementations compile the rolled build (see attention.comp). */
+  snprintf(name, sizeof name, "attention_%s%s", dtype_name(a->q.dtype),
+           device->props->type == VK_PHYSICAL_DEVICE_TYPE_CPU ? "_rolled" : "");
+  uint32_t spec[4] = {c->threads, c->br, c->bc, c->dp};
+  const vulkan_pipeline *pipeline = NULL;
+  status = vulkan_pipeline_get(device, name, spec, 4, 0, &pipeline);
+  if (status != TSR_OK)
+    return status;
+  return vulkan_dispatch(queue, pipeline, bind, 5, &push, sizeof push,
+                         (uint32_t)((sq + c->br - 1) / c->br), (uint32_t)hq, (uint32_t)batch);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points (vulkan_internal.h)                                          */
+/* ------------------------------------------------------------------------ */
+
+tsr_status vulkan_matrix_variants(const vulkan_device *device, tsr_op op, const void *args,
+                                  tsr_plugin_variant_list *out, char *why, size_t why_capacity) {
+  switch (op) {
+  case TSR_OP_GEMM: {
+    gemm_problem g = gemm_problem_of(args);
+    return gemm_variants(device, &g, out, why, why_capacity);
+  }
+  case TSR_OP_GROUPED_GEMM: {
+    gemm_problem g = grouped_problem_of(args);
+    return gemm_variants(device, &g, out, why, why_capacity);
+  }
+  case TSR_OP_ATTENTION:
+    return attention_variants(device, args, out, why, why_capacity);
+  default:
+    snprintf(why, why_capacity, "not a matrix op");
+    return TSR_ERROR_UNSUPPORTED;
+  }
+}
+
+tsr_status vulkan_run_gemm(vulkan_queue *queue, const tsr_gemm_args *args, const char *variant) {
+  gemm_problem g = gemm_problem_of(args);
+  return gemm_run(queue, &g, variant);
+}
+
+tsr_status vulkan_run_grouped_gemm(vulkan_queue *queue, const tsr_grouped_gemm_args *args,
+                                   const char *variant) {
+  gemm_problem g = grouped_problem_of(args);
+  return gemm_run(queue, &g, variant);
+}
