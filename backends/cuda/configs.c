@@ -23,7 +23,8 @@
   KERNEL_MMA_DT(bf16, BM, BN, BK, WM, WN, S) KERNEL_MMA_DT(f16, BM, BN, BK, WM, WN, S)
 #define KERNEL_WGMMA(BN, S)                                                                        \
   {TSR_GEMM_WGMMA_NAME(bf16, BN, S), TSR_GPU_WGMMA_SMEM(BN, S), 384},                              \
-      {TSR_GEMM_WGMMA_NAME(f16, BN, S), TSR_GPU_WGMMA_SMEM(BN, S), 384},
+      {TSR_GEMM_WGMMA_NAME(f16, BN, S), TSR_GPU_WGMMA_SMEM(BN, S), 384},                           \
+      {TSR_GEMM_WGMMA_TF32_NAME(BN, S), TSR_GPU_WGMMA_SMEM(BN, S), 384},
 #define KERNEL_TF32(BM, BN, BK, WM, WN, S)                                                         \
   {TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S), TF32_SMEM(BM, BN, BK, S), (WM) * (WN)*32},
 #define KERNEL_GEMV_K_DT(dt, R) {TSR_GEMV_K_NAME(dt, R), 0, 256},
@@ -55,6 +56,8 @@ static const cuda_kernel_info kernel_table[] = {
         TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F16) TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F32)
             TSR_GEMV_N_ROWS(KERNEL_GEMV_N_BF16)
                 TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F16){TSR_GEMM_SPLITK_NAME, 0, 256},
+    {TSR_GEMM_PACK_NAME(16), 0, 256},
+    {TSR_GEMM_PACK_NAME(32), 0, 256},
     TSR_FLASH_CONFIGS(KERNEL_FLASH) TSR_FLASH_WGMMA_CONFIGS(KERNEL_FLASH_WGMMA)
         TSR_DTYPES_ALL(KERNEL_PER_DTYPE)};
 enum { KERNEL_COUNT = sizeof kernel_table / sizeof kernel_table[0] };
@@ -128,7 +131,8 @@ int cuda_kernel_index(const char *name) {
    4,                                                                                              \
    S,                                                                                              \
    TSR_GPU_WGMMA_SMEM(BN, S),                                                                      \
-   {NULL, TSR_GEMM_WGMMA_NAME(f16, BN, S), TSR_GEMM_WGMMA_NAME(bf16, BN, S)}},
+   {TSR_GEMM_WGMMA_TF32_NAME(BN, S), TSR_GEMM_WGMMA_NAME(f16, BN, S),                              \
+    TSR_GEMM_WGMMA_NAME(bf16, BN, S)}},
 #define GEMM_TF32(BM, BN, BK, WM, WN, S)                                                           \
   {"tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S,                                           \
    CUDA_GEMM_TF32,                                                                                 \
@@ -166,17 +170,19 @@ enum { GEMM_CONFIG_COUNT = sizeof gemm_configs / sizeof gemm_configs[0] };
  * SM, 128 FP32 lanes but half the tensor throughput per SM) leave out
  * 128x256, which would run one block per SM with 254 registers a thread, and
  * lead with tiles that fit two blocks. */
-static const char *const sm80_gemm[] = {"mma_64x128x32_w2x2_s4",  "mma_128x128x32_w2x4_s4",
-                                        "mma_128x128x32_w2x4_s3", "mma_128x256x32_w2x4_s3",
-                                        "mma_64x64x32_w2x2_s4",   "tf32_128x128x16_w2x4_s4",
-                                        "tf32_64x64x16_w2x2_s4"};
-static const char *const sm86_gemm[] = {"mma_64x128x32_w2x2_s4", "mma_128x128x32_w2x4_s3",
-                                        "mma_64x64x32_w2x2_s4",  "mma_128x128x32_w2x4_s4",
-                                        "tf32_64x64x16_w2x2_s4", "tf32_128x128x16_w2x4_s4"};
-static const char *const sm90_gemm[] = {
-    "wgmma_128x256x64_s4_ws_p", "wgmma_128x128x64_s6_ws_p", "mma_64x128x32_w2x2_s4",
-    "mma_128x128x32_w2x4_s4",   "mma_128x128x32_w2x4_s3",   "mma_128x256x32_w2x4_s3",
-    "mma_64x64x32_w2x2_s4",     "tf32_128x128x16_w2x4_s4",  "tf32_64x64x16_w2x2_s4"};
+static const char *const sm80_gemm[] = {"mma_64x128x32_w2x2_s4",   "mma_128x128x32_w2x4_s4",
+                                        "mma_128x128x32_w2x4_s3",  "mma_128x256x32_w2x4_s3",
+                                        "mma_64x64x32_w2x2_s4",    "mma_16x128x64_w1x4_s4",
+                                        "tf32_128x128x16_w2x4_s4", "tf32_64x64x16_w2x2_s4"};
+static const char *const sm86_gemm[] = {"mma_64x128x32_w2x2_s4",  "mma_128x128x32_w2x4_s3",
+                                        "mma_64x64x32_w2x2_s4",   "mma_128x128x32_w2x4_s4",
+                                        "mma_16x128x64_w1x4_s4",  "tf32_64x64x16_w2x2_s4",
+                                        "tf32_128x128x16_w2x4_s4"};
+static const char *const sm90_gemm[] = {"wgmma_128x256x64_s4_ws_p", "wgmma_128x128x64_s6_ws_p",
+                                        "mma_64x128x32_w2x2_s4",    "mma_128x128x32_w2x4_s4",
+                                        "mma_128x128x32_w2x4_s3",   "mma_128x256x32_w2x4_s3",
+                                        "mma_64x64x32_w2x2_s4",     "mma_16x128x64_w1x4_s4",
+                                        "tf32_128x128x16_w2x4_s4",  "tf32_64x64x16_w2x2_s4"};
 
 typedef struct arch_table {
   const char *name;
@@ -330,7 +336,7 @@ static gemm_shape shape_of(tsr_op op, const void *args) {
 
 bool cuda_tma_operand_of(const tsr_plugin_tensor *t, int row_dim, int k_dim, int batch_dim,
                          cuda_tma_operand *out) {
-  const int64_t esize = 2;
+  const int64_t esize = t->dtype == TSR_DTYPE_F32 ? 4 : 2;
   memset(out, 0, sizeof *out);
   int64_t rows = t->shape[row_dim], depth = t->shape[k_dim];
   int64_t row_stride = t->strides[row_dim], k_stride = t->strides[k_dim];
@@ -369,24 +375,34 @@ bool cuda_tma_operand_of(const tsr_plugin_tensor *t, int row_dim, int k_dim, int
 }
 
 /* The TMA-fed kernels need compute capability 9.0 exactly (sm_90a code),
- * the driver's tensor-map encoder, K > 0, and operands TMA can address. */
+ * the driver's tensor-map encoder and K > 0; grouped GEMM, operands TMA can
+ * address. A plain GEMM's operands that TMA cannot address (rows that do not
+ * start on 16 bytes: 1793 bf16 columns) or, for tf32, that are not K-major
+ * are packed first (ops.c, cuda_wgmma_packs). */
 static bool wgmma_runs_problem(const cuda_device *device, const gemm_shape *s) {
   if (device->props->cc_major != 9 || device->props->cc_minor != 0 ||
       !device->plugin->driver.cuTensorMapEncodeTiled || s->k < 1)
     return false;
   cuda_tma_operand a, b;
   if (s->grouped)
-    return cuda_tma_operand_of(&s->groups->a, 0, 1, -1, &a) &&
+    return s->dtype != TSR_DTYPE_F32 && cuda_tma_operand_of(&s->groups->a, 0, 1, -1, &a) &&
            cuda_tma_operand_of(&s->groups->b, 2, 1, 0, &b);
-  return cuda_tma_operand_of(&s->plain->a, 1, 2, 0, &a) &&
-         cuda_tma_operand_of(&s->plain->b, 2, 1, 0, &b);
+  return s->dtype != TSR_DTYPE_F32 || s->compute == TSR_COMPUTE_TF32;
+}
+
+void cuda_wgmma_packs(const tsr_gemm_args *g, bool *pack_a, bool *pack_b) {
+  cuda_tma_operand a, b;
+  bool tf32 = g->a.dtype == TSR_DTYPE_F32;
+  *pack_a = !cuda_tma_operand_of(&g->a, 1, 2, 0, &a) || (tf32 && !a.k_major);
+  *pack_b = !cuda_tma_operand_of(&g->b, 2, 1, 0, &b) || (tf32 && !b.k_major);
 }
 
 static bool gemm_config_runs(const cuda_device *device, const cuda_gemm_config *c,
                              const gemm_shape *s) {
   switch (c->kind) {
   case CUDA_GEMM_WGMMA:
-    return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16) &&
+    return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16 ||
+            (s->dtype == TSR_DTYPE_F32 && s->compute == TSR_COMPUTE_TF32)) &&
            in_arch_table(device, c->variant) &&
            resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0 &&
            wgmma_runs_problem(device, s);
@@ -443,6 +459,9 @@ static double gemm_utilisation(const cuda_device *device, const cuda_gemm_config
  * (16x4096x4096: 64x64 tiles 0.067 ms, GEMV 0.125 ms; 1x8192x8192: GEMV
  * 0.084 ms, 64x64 tiles 0.122 ms). */
 enum { GEMV_MAX_ROWS = 4 };
+/* 16-bit GEMMs with at most this many rows take the 16-row mma tiles split
+ * over K (bench/notes/cuda-gemm-small.md). */
+enum { SKINNY_MAX_ROWS = 16 };
 /* A config whose last wave keeps this share of the block slots busy counts
  * as filling the GPU. */
 #define GEMM_GOOD_UTILISATION 0.8
@@ -462,14 +481,24 @@ enum { GEMV_MAX_ROWS = 4 };
 static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const int *candidates,
                           int count, char *reason, size_t capacity) {
   const int sms = device->props->multiprocessors;
-  for (int i = 0; i < count; i++) {
+  /* Decode shapes stream B once. 16-bit: 16-row tensor-core tiles split over
+   * K, except one row against a K-contiguous B, where the GEMV's warp per
+   * column streamed faster (H100: 54.5 against 60.3 us at 1x8192x8192). */
+  bool gemv_k = s->m == 1 && !s->grouped && s->plain->b.strides[1] == 1;
+  bool skinny = !s->grouped && s->dtype != TSR_DTYPE_F32 && s->m <= SKINNY_MAX_ROWS && !gemv_k;
+  bool gemv = !skinny && s->m <= GEMV_MAX_ROWS;
+  for (int i = 0; i < count && (skinny || gemv); i++) {
     const cuda_gemm_config *c = &gemm_configs[candidates[i]];
-    if (c->kind == CUDA_GEMM_GEMV && s->m <= GEMV_MAX_ROWS) {
+    if ((skinny && c->kind == CUDA_GEMM_MMA && c->bm == 16) ||
+        (gemv && c->kind == CUDA_GEMM_GEMV)) {
       if (reason)
         snprintf(reason, capacity,
-                 "M = %lld <= %d and B has a unit stride: stream B once (GEMV, split over K "
-                 "when N alone cannot fill %d SMs)",
-                 (long long)s->m, GEMV_MAX_ROWS, sms);
+                 "M = %lld <= %d: %s, split over K so that the blocks fill %d SMs", (long long)s->m,
+                 skinny ? SKINNY_MAX_ROWS : GEMV_MAX_ROWS,
+                 skinny ? "16-row tensor-core tiles stream B (the last block of a tile sums the "
+                          "K slices in order)"
+                        : "B streamed once by the GEMV kernels",
+                 sms);
       return i;
     }
   }
@@ -617,26 +646,36 @@ static int64_t row_length(tsr_op op, const void *args) {
 /* Listing                                                                   */
 /* ------------------------------------------------------------------------ */
 
+static void copy_text(char *dst, size_t capacity, const char *src) {
+  size_t length = strlen(src);
+  if (length >= capacity)
+    length = capacity - 1;
+  memcpy(dst, src, length);
+  dst[length] = '\0';
+}
+
 static void put_variant(tsr_plugin_variant_list *out, const char *name, const char *description) {
   if (out->count >= TSR_PLUGIN_MAX_VARIANTS)
     return;
   tsr_plugin_variant *v = &out->variants[out->count++];
-  snprintf(v->name, sizeof v->name, "%s", name);
-  snprintf(v->description, sizeof v->description, "%s", description);
+  copy_text(v->name, sizeof v->name, name);
+  copy_text(v->description, sizeof v->description, description);
 }
 
 static void describe_gemm(const cuda_gemm_config *c, char *buf, size_t capacity) {
   switch (c->kind) {
   case CUDA_GEMM_WGMMA:
     snprintf(buf, capacity,
-             "sm_90a wgmma m64n%dk16 fed by TMA (128-byte swizzle): block %dx%dx%d, %d mbarrier "
-             "stages, a producer and two consumer warpgroups, persistent, %d KiB shared",
-             c->bn, c->bm, c->bn, c->bk, c->stages, c->smem / 1024);
+             "sm_90a wgmma (bf16/f16/tf32) fed by TMA: %dx%d x 128 B of K, %d stages, "
+             "producer + 2 consumer warpgroups, persistent; unaligned operands packed",
+             c->bm, c->bn, c->stages);
     break;
   case CUDA_GEMM_MMA:
     snprintf(buf, capacity,
-             "mma.sync m16n8k16: block %dx%dx%d, %dx%d warps, %d cp.async stages, %d KiB shared",
-             c->bm, c->bn, c->bk, c->warps_m, c->warps_n, c->stages, c->smem / 1024);
+             "mma.sync m16n8k16: block %dx%dx%d, %dx%d warps, %d cp.async stages, %d KiB "
+             "shared%s",
+             c->bm, c->bn, c->bk, c->warps_m, c->warps_n, c->stages, c->smem / 1024,
+             c->bm == 16 ? ", split over K when the tiles cannot fill the GPU" : "");
     break;
   case CUDA_GEMM_TF32:
     snprintf(
@@ -655,6 +694,15 @@ static void describe_gemm(const cuda_gemm_config *c, char *buf, size_t capacity)
   }
 }
 
+/* GEMM descriptions, formatted once: the core lists variants on every call. */
+static char gemm_descriptions[GEMM_CONFIG_COUNT][160];
+static pthread_once_t gemm_descriptions_once = PTHREAD_ONCE_INIT;
+
+static void build_gemm_descriptions(void) {
+  for (int i = 0; i < GEMM_CONFIG_COUNT; i++)
+    describe_gemm(&gemm_configs[i], gemm_descriptions[i], sizeof gemm_descriptions[i]);
+}
+
 tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *args,
                             tsr_plugin_variant_list *out, char *why, size_t why_capacity) {
   out->count = 0;
@@ -664,11 +712,11 @@ tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *ar
   if (op == TSR_OP_GEMM || op == TSR_OP_GROUPED_GEMM) {
     gemm_shape s = shape_of(op, args);
     int candidates[GEMM_CONFIG_COUNT], count = 0;
+    pthread_once(&gemm_descriptions_once, build_gemm_descriptions);
     for (int i = 0; i < GEMM_CONFIG_COUNT; i++) {
       if (gemm_config_runs(device, &gemm_configs[i], &s)) {
         candidates[count++] = i;
-        describe_gemm(&gemm_configs[i], description, sizeof description);
-        put_variant(out, gemm_configs[i].variant, description);
+        put_variant(out, gemm_configs[i].variant, gemm_descriptions[i]);
       }
     }
     if (count == 0) {
@@ -762,8 +810,37 @@ tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *ar
   return TSR_ERROR_UNSUPPORTED;
 }
 
+/* GEMM configs without formatting any description or reason: this runs
+ * inside every tsr_gemm call. */
+static const void *gemm_op_config(const cuda_device *device, tsr_op op, const void *args,
+                                  const char *name, char *why, size_t why_capacity) {
+  gemm_shape s = shape_of(op, args);
+  int candidates[GEMM_CONFIG_COUNT], count = 0;
+  for (int i = 0; i < GEMM_CONFIG_COUNT; i++)
+    if (gemm_config_runs(device, &gemm_configs[i], &s))
+      candidates[count++] = i;
+  if (count == 0) {
+    snprintf(why, why_capacity, "no GEMM kernel of this build runs dtype %d on this GPU",
+             (int)s.dtype);
+    return NULL;
+  }
+  if (!name)
+    return &gemm_configs[candidates[gemm_heuristic(device, &s, candidates, count, NULL, 0)]];
+  for (int i = 0; i < count; i++)
+    if (strcmp(gemm_configs[candidates[i]].variant, name) == 0)
+      return &gemm_configs[candidates[i]];
+  size_t used = (size_t)snprintf(why, why_capacity,
+                                 "variant '%s' cannot run this problem here; these can:", name);
+  for (int i = 0; i < count && used < why_capacity; i++)
+    used += (size_t)snprintf(why + used, why_capacity - used, "%s %s", i ? "," : "",
+                             gemm_configs[candidates[i]].variant);
+  return NULL;
+}
+
 const void *cuda_op_config(const cuda_device *device, tsr_op op, const void *args, const char *name,
                            char *why, size_t why_capacity) {
+  if (op == TSR_OP_GEMM || op == TSR_OP_GROUPED_GEMM)
+    return gemm_op_config(device, op, args, name, why, why_capacity);
   tsr_plugin_variant_list list;
   if (cuda_op_variants(device, op, args, &list, why, why_capacity) != TSR_OK)
     return NULL;

@@ -11,7 +11,7 @@
 
 typedef enum cuda_gemm_kind {
   CUDA_GEMM_MMA,   /* bf16 / f16 tensor cores */
-  CUDA_GEMM_WGMMA, /* bf16 / f16 on sm_90a: wgmma + TMA, persistent */
+  CUDA_GEMM_WGMMA, /* bf16 / f16 (and tf32) on sm_90a: wgmma + TMA, persistent */
   CUDA_GEMM_TF32,  /* f32 inputs on tensor cores, when compute = tf32 */
   CUDA_GEMM_SIMT,  /* true f32 */
   CUDA_GEMM_GEMV   /* M <= 16: weights streamed, split over K */
@@ -57,6 +57,10 @@ typedef struct cuda_tma_operand {
  * not multiples of 16 bytes or not nested. */
 bool cuda_tma_operand_of(const tsr_plugin_tensor *t, int row_dim, int k_dim, int batch_dim,
                          cuda_tma_operand *out);
+
+/* Which operands of a plain GEMM the wgmma kernels take from a packed
+ * K-major copy: those TMA cannot address, and for tf32 those not K-major. */
+void cuda_wgmma_packs(const tsr_gemm_args *g, bool *pack_a, bool *pack_b);
 
 /* Row ops (norms, softmax, cross entropy): threads per block. */
 typedef struct cuda_rows_config {

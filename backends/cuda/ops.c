@@ -66,9 +66,19 @@ static tsr_status launch_named(cuda_queue *queue, const char *name, uint64_t gri
   return launch(queue, kernel, grid_x, grid_y, grid_z, threads, smem, params);
 }
 
-/* The queue's split-K scratch, at least `bytes`. Growing it waits for the
- * stream, since queued kernels may still read the old one. */
+/* The queue's scratch starts with the split-K tile counters (zeroed when
+ * allocated; each launch leaves them zero), then data: split-K partials or
+ * packed GEMM operands. */
+enum { WORKSPACE_COUNTER_BYTES = 64 * 1024, WORKSPACE_COUNTERS = WORKSPACE_COUNTER_BYTES / 4 };
+
+static CUdeviceptr workspace_data(const cuda_queue *queue) {
+  return queue->workspace + WORKSPACE_COUNTER_BYTES;
+}
+
+/* The queue's scratch, at least `bytes` of data after the counters. Growing
+ * it waits for the stream, since queued kernels may still read the old one. */
 static tsr_status ensure_workspace(cuda_queue *queue, size_t bytes) {
+  bytes += WORKSPACE_COUNTER_BYTES;
   if (queue->workspace_bytes >= bytes)
     return TSR_OK;
   const cuda_driver *driver = &queue->device->plugin->driver;
@@ -85,6 +95,9 @@ static tsr_status ensure_workspace(cuda_queue *queue, size_t bytes) {
     queue->workspace = 0;
     return cuda_fail(queue->device->plugin, result, "allocating the split-K workspace");
   }
+  result = driver->cuMemsetD32Async(queue->workspace, 0, WORKSPACE_COUNTERS, queue->stream);
+  if (result != CUDA_SUCCESS)
+    return cuda_fail(queue->device->plugin, result, "clearing the split-K counters");
   queue->workspace_bytes = rounded;
   return TSR_OK;
 }
@@ -169,7 +182,7 @@ static tsr_status run_gemv(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_
                                                       (size_t)n * sizeof(float));
       if (status != TSR_OK)
         return status;
-      p->workspace = queue->workspace;
+      p->workspace = workspace_data(queue);
     }
     tsr_status status = launch_named(queue, name, (uint64_t)blocks_x, (unsigned)split,
                                      (unsigned)chunk, (unsigned)threads, 0, p);
@@ -202,31 +215,29 @@ typedef struct wgmma_map_entry {
   bool valid;
 } wgmma_map_entry;
 
-/* The TMA tensor map of a wgmma operand: boxes of 64 elements along its
- * unit stride (128 bytes, the swizzle span) by `tile_rows` rows when that
- * stride runs along K, else by 64 k (the kernel loads 64-wide chunks). */
-static tsr_status encode_wgmma_operand(cuda_queue *queue, tsr_gpu_tensor_map *map,
-                                       const tsr_plugin_tensor *t, int row_dim, int k_dim,
-                                       int batch_dim, unsigned tile_rows, int32_t *k_major,
-                                       int32_t *batched) {
+enum { CU_TENSOR_MAP_DATA_TYPE_FLOAT32_ = 7 }; /* CUtensorMapDataType's FLOAT32 */
+
+/* The TMA tensor map of a wgmma operand at `address`: boxes of 128 bytes
+ * along its unit stride (the swizzle span: 64 16-bit or 32 f32 elements) by
+ * `tile_rows` rows when that stride runs along K, else by 64 k (the kernel
+ * loads 64-wide chunks). */
+static tsr_status encode_wgmma_map(cuda_queue *queue, tsr_gpu_tensor_map *map, uint64_t address,
+                                   int32_t dtype, const cuda_tma_operand *operand,
+                                   unsigned tile_rows) {
   const cuda_plugin *plugin = queue->device->plugin;
-  cuda_tma_operand operand;
-  if (!cuda_tma_operand_of(t, row_dim, k_dim, batch_dim, &operand)) {
-    cuda_set_error(plugin, "cuda: a wgmma GEMM operand is not TMA-addressable");
-    return TSR_ERROR_UNSUPPORTED;
-  }
   unsigned long long dims[3], strides[2];
   for (int i = 0; i < 3; i++)
-    dims[i] = operand.dims[i];
-  strides[0] = operand.strides[0];
-  strides[1] = operand.strides[1];
-  unsigned box[3] = {64, operand.k_major ? tile_rows : 64, 1}, element_strides[3] = {1, 1, 1};
+    dims[i] = operand->dims[i];
+  strides[0] = operand->strides[0];
+  strides[1] = operand->strides[1];
+  unsigned inner = dtype == TSR_DTYPE_F32 ? 32 : 64;
+  unsigned box[3] = {inner, operand->k_major ? tile_rows : 64, 1}, element_strides[3] = {1, 1, 1};
   /* Encoding is host work inside every call: repeated calls on the same
    * operands (layers, benchmarks) reuse the last few maps of this thread. */
   wgmma_map_key key;
   memset(&key, 0, sizeof key);
-  key.address = cuda_tensor_address(t);
-  key.dtype = t->dtype;
+  key.address = address;
+  key.dtype = dtype;
   key.box_rows = box[1];
   memcpy(key.dims, dims, sizeof dims);
   memcpy(key.strides, strides, sizeof strides);
@@ -241,8 +252,9 @@ static tsr_status encode_wgmma_operand(cuda_queue *queue, tsr_gpu_tensor_map *ma
   } else {
     CUresult result = plugin->driver.cuTensorMapEncodeTiled(
         map,
-        t->dtype == TSR_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        dtype == TSR_DTYPE_BF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+        : dtype == TSR_DTYPE_F32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32_
+                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         3, (void *)(uintptr_t)key.address, dims, strides, box, element_strides,
         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -253,9 +265,66 @@ static tsr_status encode_wgmma_operand(cuda_queue *queue, tsr_gpu_tensor_map *ma
     slot->map = *map;
     slot->valid = true;
   }
+  return TSR_OK;
+}
+
+static tsr_status encode_wgmma_operand(cuda_queue *queue, tsr_gpu_tensor_map *map,
+                                       const tsr_plugin_tensor *t, int row_dim, int k_dim,
+                                       int batch_dim, unsigned tile_rows, int32_t *k_major,
+                                       int32_t *batched) {
+  cuda_tma_operand operand;
+  if (!cuda_tma_operand_of(t, row_dim, k_dim, batch_dim, &operand)) {
+    cuda_set_error(queue->device->plugin, "cuda: a wgmma GEMM operand is not TMA-addressable");
+    return TSR_ERROR_UNSUPPORTED;
+  }
   *k_major = operand.k_major;
   *batched = operand.batched;
-  return TSR_OK;
+  return encode_wgmma_map(queue, map, cuda_tensor_address(t), t->dtype, &operand, tile_rows);
+}
+
+/* A wgmma operand the kernel cannot load as it is: its K-major copy in the
+ * workspace at `dst`, rows padded to 16 bytes (tf32: rounded to nearest). */
+typedef struct packed_operand {
+  tsr_gpu_gemm_pack_params pack;
+  cuda_tma_operand tma;
+} packed_operand;
+
+static void plan_pack(const tsr_plugin_tensor *t, int row_dim, int k_dim, packed_operand *out) {
+  memset(out, 0, sizeof *out);
+  const int esize = element_size(t->dtype);
+  tsr_gpu_gemm_pack_params *p = &out->pack;
+  p->src = cuda_tensor_address(t);
+  p->rows = t->shape[row_dim];
+  p->depth = t->shape[k_dim];
+  p->batch = t->shape[0] > 1 && t->strides[0] != 0 ? t->shape[0] : 1;
+  p->src_batch = t->strides[0];
+  p->src_row = t->strides[row_dim];
+  p->src_k = t->strides[k_dim];
+  p->dst_pitch = ceil_div(p->depth, 16 / esize) * (16 / esize);
+  p->esize = esize;
+  p->round_tf32 = t->dtype == TSR_DTYPE_F32;
+  out->tma.k_major = true;
+  out->tma.batched = p->batch > 1;
+  out->tma.dims[0] = (uint64_t)p->depth;
+  out->tma.dims[1] = (uint64_t)p->rows;
+  out->tma.dims[2] = (uint64_t)p->batch;
+  out->tma.strides[0] = (uint64_t)(p->dst_pitch * esize);
+  out->tma.strides[1] = (uint64_t)(p->dst_pitch * esize * p->rows);
+}
+
+static size_t packed_bytes(const packed_operand *o) {
+  size_t bytes = (size_t)o->pack.batch * (size_t)o->pack.rows * (size_t)o->pack.dst_pitch *
+                 (size_t)o->pack.esize;
+  return (bytes + 255) & ~(size_t)255;
+}
+
+static tsr_status launch_pack(cuda_queue *queue, packed_operand *o, uint64_t dst) {
+  o->pack.dst = dst;
+  int64_t grid_y = ceil_div(o->pack.rows, 32), grid_z = o->pack.batch;
+  return launch_named(queue, o->pack.esize == 4 ? TSR_GEMM_PACK_NAME(32) : TSR_GEMM_PACK_NAME(16),
+                      (uint64_t)ceil_div(o->pack.depth, 32),
+                      (unsigned)(grid_y < MAX_GRID_YZ ? grid_y : MAX_GRID_YZ),
+                      (unsigned)(grid_z < MAX_GRID_YZ ? grid_z : MAX_GRID_YZ), 256, 0, &o->pack);
 }
 
 /* A persistent wgmma launch: a block per SM slot, or fewer when there are
@@ -273,11 +342,44 @@ static tsr_status run_gemm_wgmma(cuda_queue *queue, tsr_gpu_gemm_params *p, cons
                                  const cuda_gemm_config *c, int64_t batch) {
   tsr_gpu_gemm_sm90_params params;
   memset(&params, 0, sizeof params);
-  tsr_status status = encode_wgmma_operand(queue, &params.map_a, &g->a, 1, 2, 0, 128, &p->a_k_major,
-                                           &params.a_batched);
-  if (status == TSR_OK)
+  bool pack_a, pack_b;
+  cuda_wgmma_packs(g, &pack_a, &pack_b);
+  packed_operand packed_a, packed_b;
+  tsr_status status = TSR_OK;
+  if (pack_a || pack_b) {
+    if (pack_a)
+      plan_pack(&g->a, 1, 2, &packed_a);
+    if (pack_b)
+      plan_pack(&g->b, 2, 1, &packed_b);
+    size_t bytes_a = pack_a ? packed_bytes(&packed_a) : 0;
+    status = ensure_workspace(queue, bytes_a + (pack_b ? packed_bytes(&packed_b) : 0));
+    if (status == TSR_OK && pack_a)
+      status = launch_pack(queue, &packed_a, workspace_data(queue));
+    if (status == TSR_OK && pack_b)
+      status = launch_pack(queue, &packed_b, workspace_data(queue) + bytes_a);
+    if (status != TSR_OK)
+      return status;
+  }
+  if (pack_a) {
+    p->a_k_major = 1;
+    params.a_batched = packed_a.tma.batched;
+    status =
+        encode_wgmma_map(queue, &params.map_a, packed_a.pack.dst, g->a.dtype, &packed_a.tma, 128);
+  } else {
+    status = encode_wgmma_operand(queue, &params.map_a, &g->a, 1, 2, 0, 128, &p->a_k_major,
+                                  &params.a_batched);
+  }
+  if (status != TSR_OK)
+    return status;
+  if (pack_b) {
+    p->b_k_major = 1;
+    params.b_batched = packed_b.tma.batched;
+    status = encode_wgmma_map(queue, &params.map_b, packed_b.pack.dst, g->b.dtype, &packed_b.tma,
+                              (unsigned)c->bn);
+  } else {
     status = encode_wgmma_operand(queue, &params.map_b, &g->b, 2, 1, 0, (unsigned)c->bn,
                                   &p->b_k_major, &params.b_batched);
+  }
   if (status != TSR_OK)
     return status;
   p->tiles_m = (int32_t)ceil_div(p->m, c->bm);
@@ -346,11 +448,41 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
   p.tiles_m = (int32_t)ceil_div(p.m, bm);
   p.tiles_n = (int32_t)ceil_div(p.n, bn);
   int kernel = cuda_gemm_kernel(c, g->a.dtype);
-  for (int64_t b0 = 0; b0 < batch; b0 += MAX_GRID_YZ) {
+  const int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
+  int64_t most_batch = MAX_GRID_YZ, split = 1;
+  if (c->kind == CUDA_GEMM_MMA && c->bm == 16 && tiles <= WORKSPACE_COUNTERS) {
+    /* Decode shapes: split K over the blocks of each tile so that one wave
+     * of blocks fills the GPU's block slots. */
+    int per_sm = kernel >= 0 ? queue->device->blocks_per_sm[kernel] : 1;
+    int64_t slots = (int64_t)queue->device->props->multiprocessors * (per_sm > 0 ? per_sm : 1);
+    int64_t in_flight = tiles * batch;
+    int64_t k_tiles = ceil_div(p.k, c->bk);
+    split = in_flight < slots ? slots / in_flight : 1;
+    if (split > k_tiles)
+      split = k_tiles;
+    if (split > 1) {
+      int64_t per = ceil_div(k_tiles, split);
+      split = ceil_div(k_tiles, per);
+      p.k_per_split = per * c->bk;
+      most_batch = WORKSPACE_COUNTERS / tiles;
+      if (most_batch > MAX_GRID_YZ)
+        most_batch = MAX_GRID_YZ;
+    }
+  }
+  p.split_k = (int32_t)split;
+  for (int64_t b0 = 0; b0 < batch; b0 += most_batch) {
     p.batch_offset = (int32_t)b0;
-    int64_t chunk = batch - b0 < MAX_GRID_YZ ? batch - b0 : MAX_GRID_YZ;
-    tsr_status status = launch(queue, kernel, (uint64_t)p.tiles_m * (uint64_t)p.tiles_n,
-                               (unsigned)chunk, 1, (unsigned)threads, (unsigned)smem, &p);
+    int64_t chunk = batch - b0 < most_batch ? batch - b0 : most_batch;
+    if (split > 1) {
+      tsr_status status =
+          ensure_workspace(queue, (size_t)(split * tiles * chunk) * (size_t)(bm * bn) * 4);
+      if (status != TSR_OK)
+        return status;
+      p.workspace = workspace_data(queue);
+      p.counters = queue->workspace;
+    }
+    tsr_status status = launch(queue, kernel, (uint64_t)tiles, (unsigned)chunk, (unsigned)split,
+                               (unsigned)threads, (unsigned)smem, &p);
     if (status != TSR_OK)
       return status;
   }

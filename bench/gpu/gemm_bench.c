@@ -8,8 +8,10 @@
  *   queued  events around 10 calls queued back to back, per call (host work
  *           hidden behind the GPU's)
  *
- * usage: gemm_bench gemm M N K [variant...]
+ * usage: gemm_bench gemm M N K [variant...]      ("heuristic": the default pick)
  *        gemm_bench grouped G T N K [variant...]     (no variant: heuristic)
+ * env: GEMM_DTYPE = bf16 (default), f16, f32 (strict) or tf32 (f32 inputs,
+ *      TSR_COMPUTE_TF32); GEMM_TRANS_B = 1: B stored [N][K] (plain GEMM).
  * prints: <case> <variant> <single ms> <TFLOP/s> <queued ms> <TFLOP/s> */
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,14 +25,14 @@ enum { WARMUP = 3, REPEAT = 15, QUEUED = 10 };
 
 static uint64_t state = 0x2545f4914f6cdd1dull;
 
-static uint16_t random_bf16(void) {
+static tsr_dtype bench_dtype = TSR_DTYPE_BF16;
+static tsr_compute_mode bench_compute = TSR_COMPUTE_STRICT;
+
+static float random_float(void) {
   state ^= state << 13;
   state ^= state >> 7;
   state ^= state << 17;
-  float value = (float)((double)(state >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
-  uint32_t bits;
-  memcpy(&bits, &value, sizeof bits);
-  return (uint16_t)(bits >> 16);
+  return (float)((double)(state >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
 }
 
 static tsr_tensor random_tensor(tsr_device *device, tsr_queue *queue, int rank,
@@ -38,17 +40,34 @@ static tsr_tensor random_tensor(tsr_device *device, tsr_queue *queue, int rank,
   size_t elements = 1;
   for (int i = 0; i < rank; i++)
     elements *= (size_t)shape[i];
-  uint16_t *host = malloc(elements * 2);
-  for (size_t i = 0; i < elements; i++)
-    host[i] = random_bf16();
+  size_t esize = bench_dtype == TSR_DTYPE_F32 ? 4 : 2;
+  unsigned char *host = malloc(elements * esize);
+  for (size_t i = 0; i < elements; i++) {
+    float value = random_float();
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    if (esize == 4) {
+      memcpy(host + 4 * i, &bits, 4);
+    } else {
+      uint16_t half = (uint16_t)(bits >> 16); /* bf16 */
+      if (bench_dtype == TSR_DTYPE_F16) {     /* |value| < 1: exact enough as f16 */
+        int exponent = (int)((bits >> 23) & 0xff) - 127 + 15;
+        uint32_t mantissa = (bits >> 13) & 0x3ff;
+        half = (uint16_t)((bits >> 16) & 0x8000);
+        if (exponent > 0)
+          half |= (uint16_t)(exponent << 10 | mantissa);
+      }
+      memcpy(host + 2 * i, &half, 2);
+    }
+  }
   tsr_buffer *buffer = NULL;
-  if (tsr_buffer_create(device, elements * 2, &buffer) != TSR_OK ||
-      tsr_buffer_write(queue, buffer, 0, host, elements * 2) != TSR_OK) {
+  if (tsr_buffer_create(device, elements * esize, &buffer) != TSR_OK ||
+      tsr_buffer_write(queue, buffer, 0, host, elements * esize) != TSR_OK) {
     fprintf(stderr, "buffer: %s\n", tsr_last_error());
     exit(1);
   }
   free(host);
-  return tsr_tensor_make(buffer, 0, TSR_DTYPE_BF16, rank, shape);
+  return tsr_tensor_make(buffer, 0, bench_dtype, rank, shape);
 }
 
 static int compare(const void *a, const void *b) {
@@ -70,6 +89,7 @@ static tsr_status run_once(tsr_queue *queue, const problem *p, int set, const ch
     desc.d = p->d;
     desc.group_sizes = p->sizes;
     desc.group_count = p->groups;
+    desc.compute = bench_compute;
     desc.variant = variant;
     return tsr_grouped_gemm(queue, &desc);
   }
@@ -77,6 +97,7 @@ static tsr_status run_once(tsr_queue *queue, const problem *p, int set, const ch
   desc.a = p->a[set];
   desc.b = p->b[set];
   desc.d = p->d;
+  desc.compute = bench_compute;
   desc.variant = variant;
   return tsr_gemm(queue, &desc);
 }
@@ -115,6 +136,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s gemm M N K [variant...] | grouped G T N K [variant...]\n", argv[0]);
     return 2;
   }
+  const char *dtype_name = getenv("GEMM_DTYPE") ? getenv("GEMM_DTYPE") : "bf16";
+  if (strcmp(dtype_name, "f16") == 0)
+    bench_dtype = TSR_DTYPE_F16;
+  else if (strcmp(dtype_name, "f32") == 0 || strcmp(dtype_name, "tf32") == 0)
+    bench_dtype = TSR_DTYPE_F32;
+  else
+    dtype_name = "bf16";
+  if (strcmp(dtype_name, "tf32") == 0)
+    bench_compute = TSR_COMPUTE_TF32;
+  bool trans_b = getenv("GEMM_TRANS_B") && atoi(getenv("GEMM_TRANS_B")) != 0;
   tsr_context *context = NULL;
   tsr_device *device = NULL;
   tsr_queue *queue = NULL;
@@ -143,23 +174,27 @@ int main(int argc, char **argv) {
     }
     p.d = random_tensor(device, queue, 2, d_shape);
     flops = 2.0 * (double)tokens * (double)n * (double)k;
-    snprintf(name, sizeof name, "grouped_bf16_%lldx%lldx%lldx%lld", (long long)groups,
+    snprintf(name, sizeof name, "grouped_%s_%lldx%lldx%lldx%lld", dtype_name, (long long)groups,
              (long long)tokens, (long long)n, (long long)k);
   } else {
     int64_t m = atoll(argv[2]), n = atoll(argv[3]), k = atoll(argv[4]);
     int64_t a_shape[3] = {1, m, k}, b_shape[3] = {1, k, n}, d_shape[3] = {1, m, n};
+    int64_t bt_shape[3] = {1, n, k};
     for (int s = 0; s < 2; s++) {
       p.a[s] = random_tensor(device, queue, 3, a_shape);
-      p.b[s] = random_tensor(device, queue, 3, b_shape);
+      p.b[s] = trans_b ? tsr_tensor_transpose(random_tensor(device, queue, 3, bt_shape), 1, 2)
+                       : random_tensor(device, queue, 3, b_shape);
     }
     p.d = random_tensor(device, queue, 3, d_shape);
     flops = 2.0 * (double)m * (double)n * (double)k;
-    snprintf(name, sizeof name, "gemm_bf16_%lldx%lldx%lld", (long long)m, (long long)n,
-             (long long)k);
+    snprintf(name, sizeof name, "gemm_%s_%lldx%lldx%lld%s", dtype_name, (long long)m, (long long)n,
+             (long long)k, trans_b ? "_bt" : "");
   }
   int first = 2 + sizes_given;
   for (int v = first; v < (argc > first ? argc : first + 1); v++) {
     const char *variant = argc > first ? argv[v] : NULL;
+    if (variant && strcmp(variant, "heuristic") == 0)
+      variant = NULL;
     double single = time_calls(queue, &p, variant, 1);
     double queued = time_calls(queue, &p, variant, QUEUED);
     printf("%s\t%s\t%.4f\t%.1f\t%.4f\t%.1f\n", name, variant ? variant : "heuristic", single,

@@ -235,6 +235,45 @@ TSR_DEVICE void load_operand(S *stage, const S *src, int64_t rows, int64_t depth
   }
 }
 
+/* Split-K across the blocks of a tile (blockIdx.z is the K slice): every
+ * block writes its accumulators to its slot of the f32 workspace; the block
+ * that arrives last at the tile's counter sums all slices in slice order
+ * (the same result whatever the arrival order), resets the counter and
+ * returns true to run the epilogue; the others return false. */
+template <int ACC, int THREADS>
+TSR_DEVICE bool splitk_gather(const gemm_params &p, float *acc, int tid) {
+  __shared__ int last_block;
+  const int64_t slot = (int64_t)blockIdx.y * gridDim.x + blockIdx.x;
+  float *slices = (float *)p.workspace + slot * p.split_k * (ACC * THREADS);
+  float *mine = slices + (int64_t)blockIdx.z * (ACC * THREADS);
+#pragma unroll
+  for (int e = 0; e < ACC; e++)
+    __stcg(mine + e * THREADS + tid, acc[e]);
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    unsigned *counter = (unsigned *)p.counters + slot;
+    unsigned ticket = atomicAdd(counter, 1u);
+    last_block = ticket == (unsigned)p.split_k - 1;
+    if (last_block)
+      atomicExch(counter, 0u);
+  }
+  __syncthreads();
+  if (!last_block)
+    return false;
+  __threadfence();
+#pragma unroll
+  for (int e = 0; e < ACC; e++)
+    acc[e] = 0.0f;
+  for (int s = 0; s < p.split_k; s++) {
+    const float *slice = slices + (int64_t)s * (ACC * THREADS);
+#pragma unroll
+    for (int e = 0; e < ACC; e++)
+      acc[e] += __ldcg(slice + e * THREADS + tid);
+  }
+  return true;
+}
+
 /* T: tsr_bf16, tsr_f16, or float (tf32). */
 template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES>
 TSR_DEVICE void gemm_tc_body(const gemm_params &p) {
@@ -259,7 +298,14 @@ TSR_DEVICE void gemm_tc_body(const gemm_params &p) {
   const bool a_k_major = p.a_k_major != 0, b_k_major = p.b_k_major != 0;
   const bool a_async = p.a_async != 0, b_async = p.b_async != 0;
   const S *a_src = (const S *)t.a, *b_src = (const S *)t.b;
-  const int64_t k_tiles = (p.k + BK - 1) / BK;
+  /* Split over K (blockIdx.z is the slice): k_per_split is a multiple of BK. */
+  const int64_t k_tiles_all = (p.k + BK - 1) / BK;
+  int64_t kt_first = 0, k_tiles = k_tiles_all;
+  if (p.split_k > 1) {
+    kt_first = (int64_t)blockIdx.z * (p.k_per_split / BK);
+    k_tiles =
+        k_tiles_all - kt_first < p.k_per_split / BK ? k_tiles_all - kt_first : p.k_per_split / BK;
+  }
 
   float acc[MT][NT][4];
 #pragma unroll
@@ -271,7 +317,7 @@ TSR_DEVICE void gemm_tc_body(const gemm_params &p) {
         acc[i][j][e] = 0.0f;
 
   auto load_stage = [&](int stage, int64_t k_tile) {
-    int64_t k0 = k_tile * BK;
+    int64_t k0 = (kt_first + k_tile) * BK;
     load_operand<S, BM, BK, THREADS, PAD_K, PAD_MN>(a_stages + stage * A_STAGE, a_src, t.m, p.k,
                                                     p.a_m, p.a_k, t.m0, k0, a_k_major, a_async,
                                                     tid);
@@ -377,6 +423,8 @@ TSR_DEVICE void gemm_tc_body(const gemm_params &p) {
   __trap();
 #endif
 
+  if (p.split_k > 1 && !splitk_gather<MT * NT * 4, THREADS>(p, &acc[0][0][0], tid))
+    return;
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int mt = 0; mt < MT; mt++) {
@@ -603,7 +651,58 @@ template <typename T, int R> TSR_DEVICE void gemv_n_body(const gemm_params &p) {
   }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Operand packing for the TMA-fed kernels                                   */
+/* ------------------------------------------------------------------------ */
+
+/* 32 x 32 tiles through shared memory: reads run along the source's unit
+ * stride (rows or K), writes along K. S: uint16_t or uint32_t. */
+template <typename S> TSR_DEVICE void gemm_pack_body(const tsr_gpu_gemm_pack_params &p) {
+  __shared__ S tile[32][33];
+  const S *src = (const S *)p.src;
+  S *dst = (S *)p.dst;
+  const bool rows_fast = p.src_row == 1 && p.src_k != 1;
+  const int x = threadIdx.x & 31, y = threadIdx.x >> 5; /* 256 threads: 32 x 8 */
+  const int64_t k0 = (int64_t)blockIdx.x * 32;
+  for (int64_t b = blockIdx.z; b < p.batch; b += gridDim.z) {
+    for (int64_t r0 = (int64_t)blockIdx.y * 32; r0 < p.rows; r0 += (int64_t)gridDim.y * 32) {
+#pragma unroll
+      for (int i = y; i < 32; i += 8) {
+        int rr = rows_fast ? x : i, kk = rows_fast ? i : x;
+        int64_t gr = r0 + rr, gk = k0 + kk;
+        S v = 0;
+        if (gr < p.rows && gk < p.depth)
+          v = src[b * p.src_batch + gr * p.src_row + gk * p.src_k];
+        tile[rr][kk] = v;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int i = y; i < 32; i += 8) {
+        int64_t gr = r0 + i, gk = k0 + x;
+        if (gr < p.rows && gk < p.depth) {
+          S v = tile[i][x];
+          if constexpr (sizeof(S) == 4) {
+#if TSR_GPU_HAS_MMA_SYNC
+            if (p.round_tf32)
+              v = tsr_to_tf32(__uint_as_float(v));
+#endif
+          }
+          dst[(b * p.rows + gr) * p.dst_pitch + gk] = v;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
 } /* namespace */
+
+TSR_KERNEL void __launch_bounds__(256) tsr_gemm_pack_b16(TSR_PARAMS(tsr_gpu_gemm_pack_params) p) {
+  gemm_pack_body<uint16_t>(p);
+}
+TSR_KERNEL void __launch_bounds__(256) tsr_gemm_pack_b32(TSR_PARAMS(tsr_gpu_gemm_pack_params) p) {
+  gemm_pack_body<uint32_t>(p);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */

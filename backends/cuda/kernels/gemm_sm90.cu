@@ -37,7 +37,12 @@
 
 namespace {
 
-constexpr int WGMMA_BM = 128, WGMMA_BK = 64, WGMMA_THREADS = 384;
+constexpr int WGMMA_BM = 128, WGMMA_THREADS = 384;
+/* A K slice is 128 bytes of each row: 64 16-bit or 32 tf32 elements. */
+constexpr uint32_t WGMMA_ROW_BYTES = 128;
+template <typename T> struct wgmma_k {
+  static constexpr int BK = (int)(WGMMA_ROW_BYTES / sizeof(T));
+};
 /* One 64-row chunk of an MN-major tile, or 64 rows of a K-major one: 64 x 64
  * 16-bit elements. */
 constexpr uint32_t WGMMA_CHUNK_BYTES = 64 * 64 * 2;
@@ -141,6 +146,37 @@ TSR_DEVICE void wgmma_m64n128k16(float *d, uint64_t desc_a, uint64_t desc_b) {
 #undef TSR_WGMMA_M64N128K16
 }
 
+/* tf32 (f32 bits, the low 13 of the mantissa ignored): both operands
+ * K-major, no transpose operands. */
+TSR_DEVICE void wgmma_m64n256k8_tf32(float *d, uint64_t desc_a, uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred scale_d;\nsetp.ne.b32 scale_d, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+      "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+      "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, "
+      "%73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, "
+      "%91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, "
+      "%107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, "
+      "%122, %123, %124, %125, %126, %127}, "
+      "%128, %129, scale_d, 1, 1;\n}\n"
+      : TSR_WGMMA_ACC128(d)
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+TSR_DEVICE void wgmma_m64n128k8_tf32(float *d, uint64_t desc_a, uint64_t desc_b) {
+  asm volatile("{\n.reg .pred scale_d;\nsetp.ne.b32 scale_d, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "
+               "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "
+               "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+               "%64, %65, scale_d, 1, 1;\n}\n"
+               : TSR_WGMMA_ACC64(d)
+               : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
 /* Where tile `linear` of the launch lies: its epilogue pointers and the
  * tensor-map coordinates of its A rows and of the batch entry or group. */
 struct wgmma_tile {
@@ -174,13 +210,14 @@ TSR_DEVICE int64_t wgmma_tile_count(const gemm_params &p) {
 
 /* The producer thread: TMA loads of every K slice of every tile of this
  * block into the stage ring. */
-template <int BN, int STAGES>
+template <typename T, int BN, int STAGES>
 TSR_DEVICE void wgmma_produce(const tsr_gpu_gemm_sm90_params &P, uint32_t a_smem, uint32_t b_smem,
                               uint32_t full, uint32_t empty) {
-  constexpr uint32_t A_BYTES = WGMMA_BM * WGMMA_BK * 2, B_BYTES = BN * WGMMA_BK * 2;
+  constexpr int BK = wgmma_k<T>::BK;
+  constexpr uint32_t A_BYTES = WGMMA_BM * WGMMA_ROW_BYTES, B_BYTES = BN * WGMMA_ROW_BYTES;
   const gemm_params &p = P.gemm;
   const int64_t tiles = wgmma_tile_count(p);
-  const int32_t k_tiles = (int32_t)((p.k + WGMMA_BK - 1) / WGMMA_BK);
+  const int32_t k_tiles = (int32_t)((p.k + BK - 1) / BK);
   const bool a_k_major = p.a_k_major != 0, b_k_major = p.b_k_major != 0;
   int stage = 0;
   uint32_t phase = 0;
@@ -192,7 +229,7 @@ TSR_DEVICE void wgmma_produce(const tsr_gpu_gemm_sm90_params &P, uint32_t a_smem
       const uint32_t full_bar = full + 8 * stage;
       mbarrier_wait(empty + 8 * stage, phase ^ 1);
       mbarrier_arrive_expect_tx(full_bar, A_BYTES + B_BYTES);
-      const int32_t k0 = kt * WGMMA_BK;
+      const int32_t k0 = kt * BK;
       const uint32_t a_dst = a_smem + stage * A_BYTES, b_dst = b_smem + stage * B_BYTES;
       if (a_k_major) {
         tma_load_3d(a_dst, &P.map_a, full_bar, k0, w.a_row, w.a_z);
@@ -222,15 +259,16 @@ TSR_DEVICE void wgmma_produce(const tsr_gpu_gemm_sm90_params &P, uint32_t a_smem
 template <typename T, int BN, int STAGES, int TRANS_A, int TRANS_B>
 TSR_DEVICE void wgmma_consume(const tsr_gpu_gemm_sm90_params &P, uint32_t a_smem, uint32_t b_smem,
                               uint32_t full, uint32_t empty, int consumer) {
-  constexpr uint32_t A_BYTES = WGMMA_BM * WGMMA_BK * 2, B_BYTES = BN * WGMMA_BK * 2;
-  /* Per k16 step: 32 bytes along a K-major row, 16 rows of 128 bytes in an
-   * MN-major chunk. */
+  constexpr int BK = wgmma_k<T>::BK;
+  constexpr uint32_t A_BYTES = WGMMA_BM * WGMMA_ROW_BYTES, B_BYTES = BN * WGMMA_ROW_BYTES;
+  /* Per k16 (tf32: k8) step: 32 bytes along a K-major row, 16 rows of 128
+   * bytes in an MN-major chunk. */
   constexpr uint32_t A_STEP = TRANS_A ? 2048 : 32, B_STEP = TRANS_B ? 2048 : 32;
   constexpr uint32_t A_LEADING = TRANS_A ? WGMMA_CHUNK_BYTES : 16;
   constexpr uint32_t B_LEADING = TRANS_B ? WGMMA_CHUNK_BYTES : 16;
   const gemm_params &p = P.gemm;
   const int64_t tiles = wgmma_tile_count(p);
-  const int32_t k_tiles = (int32_t)((p.k + WGMMA_BK - 1) / WGMMA_BK);
+  const int32_t k_tiles = (int32_t)((p.k + BK - 1) / BK);
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   /* This warpgroup's 64 rows of A: 64 K-major rows or the second MN chunk,
    * 8 KiB into the stage either way. */
@@ -249,10 +287,14 @@ TSR_DEVICE void wgmma_consume(const tsr_gpu_gemm_sm90_params &P, uint32_t a_smem
       const uint32_t b_base = b_smem + stage * B_BYTES;
       tsr_wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < WGMMA_BK / 16; kk++) {
+      for (int kk = 0; kk < (int)WGMMA_ROW_BYTES / 32; kk++) {
         uint64_t desc_a = wgmma_descriptor(a_base + kk * A_STEP, A_LEADING, 1024);
         uint64_t desc_b = wgmma_descriptor(b_base + kk * B_STEP, B_LEADING, 1024);
-        if constexpr (BN == 256)
+        if constexpr (sizeof(T) == 4 && BN == 256)
+          wgmma_m64n256k8_tf32(acc, desc_a, desc_b);
+        else if constexpr (sizeof(T) == 4)
+          wgmma_m64n128k8_tf32(acc, desc_a, desc_b);
+        else if constexpr (BN == 256)
           wgmma_m64n256k16<T, TRANS_A, TRANS_B>(acc, desc_a, desc_b);
         else
           wgmma_m64n128k16<T, TRANS_A, TRANS_B>(acc, desc_a, desc_b);
@@ -281,13 +323,21 @@ TSR_DEVICE void wgmma_consume(const tsr_gpu_gemm_sm90_params &P, uint32_t a_smem
     wgmma_locate(P, linear, BN, w);
     const int64_t row = w.t.m0 + 64 * consumer + 16 * warp + lane / 4;
     const int64_t col = w.t.n0 + 2 * (lane % 4);
-    /* Full tiles of a plain 16-bit D with unit column stride: one 4-byte
-     * store per pair, no per-element bounds or layout tests. */
-    const bool direct = !p.has_c && !p.has_bias && p.activation == TSR_GPU_ACT_NONE &&
-                        p.out_dtype != TSR_GPU_F32 && p.d_n == 1 && (p.d_m & 1) == 0 &&
-                        ((uintptr_t)w.t.d & 3) == 0 && w.t.m0 + WGMMA_BM <= w.t.m &&
-                        w.t.n0 + BN <= p.n;
-    if (direct) {
+    /* Full tiles of a plain D with unit column stride: one 4-byte (f32:
+     * 8-byte) store per pair, no per-element bounds or layout tests. */
+    const bool direct = !p.has_c && !p.has_bias && p.activation == TSR_GPU_ACT_NONE && p.d_n == 1 &&
+                        (p.d_m & 1) == 0 && ((uintptr_t)w.t.d & 7) == 0 &&
+                        w.t.m0 + WGMMA_BM <= w.t.m && w.t.n0 + BN <= p.n;
+    if (direct && p.out_dtype == TSR_GPU_F32) {
+      float *d0 = (float *)w.t.d + row * p.d_m + col;
+      float *d8 = d0 + 8 * p.d_m;
+      const float alpha = p.alpha;
+#pragma unroll
+      for (int c = 0; c < BN / 8; c++) {
+        *(float2 *)(d0 + 8 * c) = make_float2(alpha * acc[4 * c], alpha * acc[4 * c + 1]);
+        *(float2 *)(d8 + 8 * c) = make_float2(alpha * acc[4 * c + 2], alpha * acc[4 * c + 3]);
+      }
+    } else if (direct) {
       uint16_t *d0 = (uint16_t *)w.t.d + row * p.d_m + col;
       uint16_t *d8 = d0 + 8 * p.d_m;
       const float alpha = p.alpha;
@@ -314,7 +364,7 @@ TSR_DEVICE void wgmma_consume(const tsr_gpu_gemm_sm90_params &P, uint32_t a_smem
 template <typename T, int BN, int STAGES>
 TSR_DEVICE void gemm_wgmma_body(const tsr_gpu_gemm_sm90_params &P) {
 #if TSR_GPU_HAS_WGMMA
-  constexpr uint32_t A_BYTES = WGMMA_BM * WGMMA_BK * 2, B_BYTES = BN * WGMMA_BK * 2;
+  constexpr uint32_t A_BYTES = WGMMA_BM * WGMMA_ROW_BYTES, B_BYTES = BN * WGMMA_ROW_BYTES;
   extern __shared__ __align__(1024) unsigned char wgmma_smem[];
   /* The 128-byte swizzle repeats every 1024 bytes: stages start on it. */
   const uint32_t base = (tsr_smem_address(wgmma_smem) + 1023u) & ~1023u;
@@ -337,13 +387,15 @@ TSR_DEVICE void gemm_wgmma_body(const tsr_gpu_gemm_sm90_params &P) {
     if (threadIdx.x == 0) {
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(&P.map_a) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(&P.map_b) : "memory");
-      wgmma_produce<BN, STAGES>(P, a_smem, b_smem, full, empty);
+      wgmma_produce<T, BN, STAGES>(P, a_smem, b_smem, full, empty);
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::);
     const int consumer = warpgroup - 1;
     const bool trans_a = P.gemm.a_k_major == 0, trans_b = P.gemm.b_k_major == 0;
-    if (!trans_a && !trans_b)
+    if constexpr (sizeof(T) == 4) /* tf32: the host packs operands K-major */
+      wgmma_consume<T, BN, STAGES, 0, 0>(P, a_smem, b_smem, full, empty, consumer);
+    else if (!trans_a && !trans_b)
       wgmma_consume<T, BN, STAGES, 0, 0>(P, a_smem, b_smem, full, empty, consumer);
     else if (!trans_a && trans_b)
       wgmma_consume<T, BN, STAGES, 0, 1>(P, a_smem, b_smem, full, empty, consumer);
@@ -369,3 +421,10 @@ TSR_DEVICE void gemm_wgmma_body(const tsr_gpu_gemm_sm90_params &P) {
   TSR_DEFINE_GEMM_WGMMA(bf16, tsr_bf16, BN, S)                                                     \
   TSR_DEFINE_GEMM_WGMMA(f16, tsr_f16, BN, S)
 TSR_GEMM_WGMMA_CONFIGS(TSR_DEFINE_GEMM_WGMMA_BOTH)
+
+#define TSR_DEFINE_GEMM_WGMMA_TF32(BN, S)                                                          \
+  TSR_KERNEL void __launch_bounds__(WGMMA_THREADS, 1)                                              \
+      tsr_gemm_wgmma_tf32_128x##BN##x32_s##S(TSR_PARAMS(tsr_gpu_gemm_sm90_params) P) {             \
+    gemm_wgmma_body<float, BN, S>(P);                                                              \
+  }
+TSR_GEMM_WGMMA_CONFIGS(TSR_DEFINE_GEMM_WGMMA_TF32)

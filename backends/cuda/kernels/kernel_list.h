@@ -6,16 +6,20 @@
 #define TESSERA_CUDA_KERNEL_LIST_H
 
 /* Tensor-core GEMM for bf16 / f16 (mma.sync m16n8k16):
- * X(BM, BN, BK, WARPS_M, WARPS_N, STAGES). */
+ * X(BM, BN, BK, WARPS_M, WARPS_N, STAGES). The 16-row tile is the decode
+ * path (M <= 16): split over K across blocks, the last block of a tile sums
+ * the slices in order. */
 #define TSR_GEMM_MMA_CONFIGS(X)                                                                    \
   X(128, 256, 32, 2, 4, 3)                                                                         \
   X(128, 128, 32, 2, 4, 4)                                                                         \
   X(128, 128, 32, 2, 4, 3)                                                                         \
   X(64, 128, 32, 2, 2, 4)                                                                          \
-  X(64, 64, 32, 2, 2, 4)
+  X(64, 64, 32, 2, 2, 4)                                                                           \
+  X(16, 128, 64, 1, 4, 4)
 
-/* Hopper GEMM for bf16 / f16 (sm_90a: wgmma fed by TMA, warp-specialised,
- * persistent): X(BN, STAGES); 128 x BN x 64 block tiles. */
+/* Hopper GEMM for bf16 / f16, and f32 inputs as tf32 (sm_90a: wgmma fed by
+ * TMA, warp-specialised, persistent): X(BN, STAGES); 128 x BN block tiles,
+ * K slices of 128 bytes (64 16-bit or 32 tf32 elements). */
 #define TSR_GEMM_WGMMA_CONFIGS(X) X(256, 4) X(128, 6)
 
 /* Tensor-core GEMM for f32 inputs in tf32 (mma.sync m16n8k8), same fields. */
@@ -61,6 +65,8 @@
 #define TSR_GEMM_MMA_NAME(dt, BM, BN, BK, WM, WN, S)                                               \
   "tsr_gemm_mma_" #dt "_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
 #define TSR_GEMM_WGMMA_NAME(dt, BN, S) "tsr_gemm_wgmma_" #dt "_128x" #BN "x64_s" #S
+#define TSR_GEMM_WGMMA_TF32_NAME(BN, S) "tsr_gemm_wgmma_tf32_128x" #BN "x32_s" #S
+#define TSR_GEMM_PACK_NAME(bits) "tsr_gemm_pack_b" #bits
 #define TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S)                                                  \
   "tsr_gemm_tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
 #define TSR_GEMM_SIMT_NAME "tsr_gemm_simt_f32_128x128x8"

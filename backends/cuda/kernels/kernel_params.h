@@ -32,6 +32,7 @@
 typedef struct tsr_gpu_gemm_params {
   uint64_t a, b, c, bias, d;
   uint64_t workspace; /* f32 split-K partials [split][batch][m][n]; 0 when unused */
+  uint64_t counters;  /* split-K tiles (mma): one uint32 per tile, zero between launches */
   int64_t m, n, k;    /* m: rows per batch entry (grouped: unused) */
   int64_t a_batch, a_m, a_k;
   int64_t b_batch, b_k, b_n; /* grouped: b_batch is the stride of the group index */
@@ -53,7 +54,7 @@ typedef struct tsr_gpu_gemm_params {
   int32_t tiles_m, tiles_n;
   int32_t batch_offset; /* batch entry of blockIdx.y == 0 */
   int32_t group_count;  /* grouped launch: groups in it; 0 for plain GEMM */
-  int32_t split_k;      /* GEMV: K slices (1: the kernel stores D itself) */
+  int32_t split_k;      /* GEMV and mma tiles: K slices (1: the kernel stores D itself) */
   int32_t batch_count;  /* GEMV and split-K reduce: batch entries in this launch */
   int32_t group_row_start[TSR_GPU_MAX_GROUPS + 1];  /* rows of a/d, from the launch's first */
   int32_t group_tile_start[TSR_GPU_MAX_GROUPS + 1]; /* tiles before each group */
@@ -72,6 +73,21 @@ typedef struct tsr_gpu_gemm_params {
    (TSR_GPU_GEMM_STAGE_ELEMS(BM, BK, PAD_K, PAD_MN) +                                              \
     TSR_GPU_GEMM_STAGE_ELEMS(BN, BK, PAD_K, PAD_MN)) *                                             \
    (ESIZE))
+
+/* Packs one GEMM operand into a K-major copy whose rows start on 16 bytes
+ * (the TMA-fed kernels' input when the operand's own strides cannot be
+ * addressed by TMA, or tf32 operands that are not K-major): dst[b][r][k] =
+ * src[b * src_batch + r * src_row + k * src_k], rows dst_pitch elements
+ * apart, batch entries rows * dst_pitch apart. round_tf32: f32 values are
+ * rounded to tf32 (to nearest) on the way. */
+typedef struct tsr_gpu_gemm_pack_params {
+  uint64_t src, dst;
+  int64_t rows, depth, batch;
+  int64_t src_batch, src_row, src_k;
+  int64_t dst_pitch;
+  int32_t esize; /* 2 or 4 */
+  int32_t round_tf32;
+} tsr_gpu_gemm_pack_params;
 
 /* The sm_90a wgmma GEMM (kernels/gemm_sm90.cu): TMA tensor maps of A and B
  * (CUtensorMap: 128 opaque bytes, 64-byte aligned, built on the host with
@@ -92,9 +108,9 @@ typedef struct tsr_gpu_gemm_sm90_params {
   int32_t a_batched, b_batched; /* batch (plain) coordinate of the maps' third dim; else 0 */
 } tsr_gpu_gemm_sm90_params;
 
-/* Dynamic shared memory of a wgmma config: STAGES x (A 128x64 + B BNx64)
- * 16-bit tiles, 1024 bytes to align them for the 128-byte swizzle, and the
- * stages' two mbarriers. */
+/* Dynamic shared memory of a wgmma config: STAGES x (A 128 rows + B BN rows)
+ * of 128 bytes (64 16-bit or 32 tf32 elements of K), 1024 bytes to align them for the 128-byte
+ * swizzle, and the stages' two mbarriers. */
 #define TSR_GPU_WGMMA_SMEM(BN, STAGES) ((STAGES) * (128 + (BN)) * 64 * 2 + 1024 + 16 * (STAGES))
 
 /* ---- attention ---- */
