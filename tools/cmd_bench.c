@@ -15,11 +15,12 @@
 #include "calibrate.h"
 #include "commands.h"
 #include "common.h"
+#include "cublaslt.h"
 #include "openblas.h"
 #include "problem.h"
 #include "timing.h"
 
-typedef enum bench_suite { SUITE_DEFAULT, SUITE_CPU } bench_suite;
+typedef enum bench_suite { SUITE_DEFAULT, SUITE_CPU, SUITE_CUDA } bench_suite;
 
 typedef struct bench_options {
   const char *selectors[MAX_SELECTED_DEVICES];
@@ -30,6 +31,7 @@ typedef struct bench_options {
   bool short_run;
   const char *json_path;
   bench_suite suite;
+  tsr_compute_mode compute; /* f32 GEMM rows: strict or tf32 */
 } bench_options;
 
 /* What a device can do at most, measured at the start of its rows. */
@@ -47,6 +49,8 @@ typedef struct device_calibration {
   /* Cores other processes used during each measurement (NaN: unknown). */
   double copy_others, fma_others, bf16_others;
   openblas_probe openblas[OPENBLAS_VARIANT_COUNT]; /* CPUs only */
+  cublaslt_session *cublaslt;                      /* CUDA devices with cuBLASLt; else NULL */
+  char cublaslt_why[320];                          /* why not, for CUDA devices */
 } device_calibration;
 
 typedef struct bench_row {
@@ -60,6 +64,8 @@ typedef struct bench_row {
   char openblas_error[OPENBLAS_VARIANT_COUNT][256];
   double others_load; /* cores used by other processes while timed (worst window) */
   double copy_gbs;    /* rows bound by memory: copies timed around the row; else NaN */
+  double cublaslt_ms; /* cuBLASLt on the same buffers (grouped: a loop of calls); NaN: not timed */
+  double cublaslt_difference; /* ||D_lt - D|| / ||D|| */
   int runs;
   bool failed;
 } bench_row;
@@ -158,6 +164,8 @@ static int cpu_suite_rows(problem_spec *rows) {
 
 typedef enum criterion_kind {
   OVER_OPENBLAS,     /* OpenBLAS time (one variant) / tessera time */
+  OVER_CUBLASLT,     /* cuBLASLt time (same buffers, same run) / tessera time */
+  TFLOPS_AT_LEAST,   /* TFLOP/s (threshold in TFLOP/s) */
   OVER_OWN_RATE,     /* GFLOP/s / GFLOP/s of another row */
   WEIGHTS_OVER_COPY, /* GB/s of B (the weights) / copy bandwidth */
   BYTES_OVER_COPY    /* GB/s / copy bandwidth */
@@ -197,6 +205,91 @@ static const suite_criterion cpu_criteria[] = {
 };
 #define CPU_CRITERIA (int)(sizeof cpu_criteria / sizeof cpu_criteria[0])
 
+/* ---- suite cuda: issue 4's acceptance, row by row ---- */
+
+enum {
+  CU_BF16_4096,
+  CU_BF16_8192,
+  CU_BF16_WIDE, /* 4096x11008x4096 */
+  CU_BF16_DEEP, /* 4096x4096x11008 */
+  CU_BF16_1793,
+  CU_F16_4096,
+  CU_F16_8192,
+  CU_F16_WIDE,
+  CU_F16_DEEP,
+  CU_F16_1793,
+  CU_TF32_4096,
+  CU_F32_4096,
+  CU_GEMV_1,
+  CU_GEMV_16,
+  CU_GROUPED,
+  CU_ATTENTION,
+  CU_ATTENTION_CAUSAL,
+  CU_RMSNORM,
+  CU_SOFTMAX,
+  CU_SWIGLU,
+  CU_ROPE,
+  CU_CROSS_ENTROPY,
+  CUDA_SUITE_ROWS
+};
+
+static int cuda_suite_rows(problem_spec *rows) {
+  const tsr_dtype dts[2] = {TSR_DTYPE_BF16, TSR_DTYPE_F16};
+  for (int i = 0; i < 2; i++) {
+    int base = i == 0 ? CU_BF16_4096 : CU_F16_4096;
+    rows[base + 0] = gemm_shape(dts[i], 4096, 4096, 4096);
+    rows[base + 1] = gemm_shape(dts[i], 8192, 8192, 8192);
+    rows[base + 2] = gemm_shape(dts[i], 4096, 11008, 4096);
+    rows[base + 3] = gemm_shape(dts[i], 4096, 4096, 11008);
+    rows[base + 4] = gemm_shape(dts[i], 1793, 1793, 1793);
+  }
+  rows[CU_TF32_4096] = gemm_shape(TSR_DTYPE_F32, 4096, 4096, 4096);
+  rows[CU_TF32_4096].gemm.compute = TSR_COMPUTE_TF32;
+  rows[CU_F32_4096] = gemm_shape(TSR_DTYPE_F32, 4096, 4096, 4096);
+  const tsr_dtype bf16 = TSR_DTYPE_BF16;
+  rows[CU_GEMV_1] = gemm_shape(bf16, 1, 8192, 8192);
+  rows[CU_GEMV_16] = gemm_shape(bf16, 16, 4096, 4096);
+  rows[CU_GROUPED] = shaped(TSR_OP_GROUPED_GEMM, bf16, "64x32768x2048x4096", false);
+  rows[CU_ATTENTION] = shaped(TSR_OP_ATTENTION, bf16, "4x32x32x4096x4096x128", false);
+  rows[CU_ATTENTION_CAUSAL] = shaped(TSR_OP_ATTENTION, bf16, "4x32x32x4096x4096x128", true);
+  rows[CU_RMSNORM] = shaped(TSR_OP_RMSNORM, bf16, "16384x8192", false);
+  rows[CU_SOFTMAX] = shaped(TSR_OP_SOFTMAX, bf16, "16384x8192", false);
+  rows[CU_SWIGLU] = shaped(TSR_OP_SWIGLU, bf16, "16384x8192", false);
+  rows[CU_ROPE] = shaped(TSR_OP_ROPE, bf16, "4x4096x32x128", false);
+  rows[CU_CROSS_ENTROPY] = shaped(TSR_OP_CROSS_ENTROPY, bf16, "16384x8192", false);
+  return CUDA_SUITE_ROWS;
+}
+
+/* Issue 4's criteria, in its order; the cuBLASLt ratios of the GEMV rows
+ * are supplementary (the issue judges them against the copy bandwidth). */
+static const suite_criterion cuda_criteria[] = {
+    {CU_BF16_4096, OVER_CUBLASLT, 0, 0.75, false},
+    {CU_BF16_8192, OVER_CUBLASLT, 0, 0.75, false},
+    {CU_BF16_WIDE, OVER_CUBLASLT, 0, 0.75, false},
+    {CU_BF16_DEEP, OVER_CUBLASLT, 0, 0.75, false},
+    {CU_F16_4096, OVER_CUBLASLT, 0, 0.75, false},
+    {CU_F16_8192, OVER_CUBLASLT, 0, 0.75, false},
+    {CU_F16_WIDE, OVER_CUBLASLT, 0, 0.75, false},
+    {CU_F16_DEEP, OVER_CUBLASLT, 0, 0.75, false},
+    {CU_TF32_4096, OVER_CUBLASLT, 0, 0.6, false},
+    {CU_F32_4096, OVER_CUBLASLT, 0, 0.7, false},
+    {CU_BF16_1793, OVER_CUBLASLT, 0, 1.0, false},
+    {CU_F16_1793, OVER_CUBLASLT, 0, 1.0, true},
+    {CU_GEMV_1, WEIGHTS_OVER_COPY, 0, 0.85, false},
+    {CU_GEMV_16, WEIGHTS_OVER_COPY, 0, 0.85, false},
+    {CU_GEMV_1, OVER_CUBLASLT, 0, 1.0, true},
+    {CU_GEMV_16, OVER_CUBLASLT, 0, 1.0, true},
+    {CU_GROUPED, OVER_CUBLASLT, 0, 2.5, false},
+    {CU_ATTENTION, TFLOPS_AT_LEAST, 0, 250.0, false},
+    {CU_ATTENTION_CAUSAL, TFLOPS_AT_LEAST, 0, 250.0, false},
+    {CU_RMSNORM, BYTES_OVER_COPY, 0, 0.85, false},
+    {CU_SOFTMAX, BYTES_OVER_COPY, 0, 0.85, false},
+    {CU_SWIGLU, BYTES_OVER_COPY, 0, 0.85, false},
+    {CU_ROPE, BYTES_OVER_COPY, 0, 0.85, false},
+    {CU_CROSS_ENTROPY, BYTES_OVER_COPY, 0, 0.85, false},
+};
+#define CUDA_CRITERIA (int)(sizeof cuda_criteria / sizeof cuda_criteria[0])
+
 typedef struct criterion_result {
   char device[48];
   char text[320];
@@ -215,7 +308,8 @@ static bool row_ok(const bench_row *row) {
 }
 
 static void judge(const suite_criterion *c, const bench_row *device_rows, const bool *row_present,
-                  const device_calibration *cal, criterion_result *result) {
+                  const device_calibration *cal, const problem_spec *specs,
+                  criterion_result *result) {
   memset(result, 0, sizeof *result);
   snprintf(result->device, sizeof result->device, "%s", cal->device);
   result->threshold = c->threshold;
@@ -225,12 +319,23 @@ static void judge(const suite_criterion *c, const bench_row *device_rows, const 
   result->supplementary = c->supplementary;
   const bench_row *reference =
       c->kind == OVER_OWN_RATE && row_present[c->reference] ? &device_rows[c->reference] : NULL;
-  problem_spec specs[CPU_SUITE_ROWS];
-  cpu_suite_rows(specs);
   char shape[96], reference_shape[96];
   problem_format_shape(&specs[c->row], shape, sizeof shape);
   const char *op = tsr_op_name(specs[c->row].op), *dtype = tsr_dtype_name(specs[c->row].dtype);
   switch (c->kind) {
+  case OVER_CUBLASLT:
+    snprintf(result->text, sizeof result->text, "%s %s %s: tessera / cuBLASLt%s", op, dtype, shape,
+             specs[c->row].op == TSR_OP_GROUPED_GEMM ? " (a loop of per-group calls)" : "");
+    if (row_ok(row) && isfinite(row->cublaslt_ms))
+      result->measured = row->cublaslt_ms / row->ms;
+    else if (row_ok(row))
+      snprintf(result->why, sizeof result->why, "cuBLASLt not timed");
+    break;
+  case TFLOPS_AT_LEAST:
+    snprintf(result->text, sizeof result->text, "%s %s %s: TFLOP/s", op, dtype, shape);
+    if (row_ok(row))
+      result->measured = row->gflops / 1e3;
+    break;
   case OVER_OPENBLAS: {
     openblas_variant v = (openblas_variant)c->reference;
     const openblas_probe *probe = &cal->openblas[v];
@@ -402,6 +507,17 @@ static void calibrate_device(tsr_device *device, const tsr_device_info *info, ts
   if (!cal->is_cpu) {
     printf("  arithmetic peak: not measured for %s devices (compute rows show no fraction)\n",
            info->backend);
+    if (strcmp(info->backend, "cuda") == 0) {
+      progress_update("bench %s: loading cuBLASLt", info->selector);
+      cal->cublaslt = cublaslt_open(info, cal->cublaslt_why, sizeof cal->cublaslt_why);
+      progress_clear();
+      if (cal->cublaslt != NULL)
+        printf("  cuBLASLt:   %s: every GEMM row is timed with it too, on the same device "
+               "buffers\n",
+               cublaslt_describe(cal->cublaslt));
+      else
+        printf("  cuBLASLt:   not available (no baseline): %s\n", cal->cublaslt_why);
+    }
     return;
   }
   /* The host's FMA rate on the device's threads: the plugin runs on these
@@ -520,6 +636,8 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
   row->peak_fraction = NAN;
   row->others_load = NAN;
   row->copy_gbs = NAN;
+  row->cublaslt_ms = NAN;
+  row->cublaslt_difference = NAN;
   for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
     row->openblas_ms[v] = NAN;
   problem_format_shape(spec, row->shape, sizeof row->shape);
@@ -541,7 +659,8 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
   problem sets[3];
   memset(sets, 0, sizeof sets);
   int set_count = bytes > 256e6 ? 2 : 3;
-  problem_build_options build = {0, false};
+  bool baseline = cal->cublaslt != NULL && cublaslt_handles(spec);
+  problem_build_options build = {0, false, baseline ? cublaslt_allocator(cal->cublaslt) : NULL};
   int built = 0;
   for (; built < set_count; built++) {
     if (problem_build(&sets[built], spec, device, queue, bench_input_seed(built), &build) !=
@@ -581,6 +700,29 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
     }
     if (cal->is_cpu && info->host_visible && openblas_handles(spec))
       time_openblas(sets, set_count, &plan, cal, row);
+    if (baseline) {
+      cublaslt_timing lt;
+      progress_update("bench %s: cuBLASLt on %s %s %s", info->selector, tsr_op_name(spec->op),
+                      tsr_dtype_name(spec->dtype), row->shape);
+      bool timed = cublaslt_time(cal->cublaslt, sets, set_count, queue, &plan, &lt);
+      progress_clear();
+      /* Different summation orders and the output's rounding: a few units
+       * of the output dtype's last place, normwise; a wrong layout mapping
+       * gives O(1). */
+      bool strict = spec->op == TSR_OP_GEMM && spec->dtype == TSR_DTYPE_F32 &&
+                    spec->gemm.compute == TSR_COMPUTE_STRICT;
+      double tolerance = strict ? 1e-4 : 2e-2;
+      if (!timed)
+        cli_error("cuBLASLt on %s %s %s: %s", tsr_op_name(spec->op), tsr_dtype_name(spec->dtype),
+                  row->shape, lt.error);
+      else if (!(lt.difference <= tolerance))
+        cli_error("cuBLASLt on %s %s %s: its product differs from tessera's (relative %.3g): no "
+                  "ratio",
+                  tsr_op_name(spec->op), tsr_dtype_name(spec->dtype), row->shape, lt.difference);
+      else
+        row->cublaslt_ms = lt.median_ms;
+      row->cublaslt_difference = lt.difference;
+    }
   }
   for (int i = 0; i < built; i++)
     problem_destroy(&sets[i]);
@@ -594,15 +736,19 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
 static const char *const openblas_columns[OPENBLAS_VARIANT_COUNT] = {"OB-inst ms", "OB-SKX ms",
                                                                      "OB-PSC ms"};
 
-static void print_header(void) {
+/* CPU devices show the OpenBLAS columns, GPU devices cuBLASLt's. */
+static void print_header(bool cpu) {
   printf("%-13s %-5s %-22s %10s %9s %8s %-13s %6s", "op", "dtype", "shape", "median ms", "GFLOP/s",
          "GB/s", "of peak", "copy");
-  for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
-    printf(" %11s %6s", openblas_columns[v], "x");
+  if (cpu)
+    for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
+      printf(" %11s %6s", openblas_columns[v], "x");
+  else
+    printf(" %11s %6s", "cuBLASLt ms", "x");
   printf(" %6s\n", "others");
 }
 
-static void print_row(const bench_row *r) {
+static void print_row(const bench_row *r, bool cpu) {
   if (r->failed) {
     printf("%-13s %-5s %-22s %10s\n", tsr_op_name(r->spec.op), tsr_dtype_name(r->spec.dtype),
            r->shape, "failed");
@@ -619,9 +765,15 @@ static void print_row(const bench_row *r) {
     snprintf(copy, sizeof copy, "%.1f", r->copy_gbs);
   printf("%-13s %-5s %-22s %10.3f %9s %8.2f %-13s %6s", tsr_op_name(r->spec.op),
          tsr_dtype_name(r->spec.dtype), r->shape, r->ms, gflops, r->gbs, peak, copy);
-  for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++) {
+  for (int v = 0; cpu && v < OPENBLAS_VARIANT_COUNT; v++) {
     if (isfinite(r->openblas_ms[v]))
       printf(" %11.3f %6.2f", r->openblas_ms[v], r->openblas_ms[v] / r->ms);
+    else
+      printf(" %11s %6s", "-", "-");
+  }
+  if (!cpu) {
+    if (isfinite(r->cublaslt_ms))
+      printf(" %11.3f %6.2f", r->cublaslt_ms, r->cublaslt_ms / r->ms);
     else
       printf(" %11s %6s", "-", "-");
   }
@@ -642,16 +794,22 @@ static void print_legend(void) {
          "OB-inst / OB-SKX / OB-PSC: OpenBLAS cblas_sgemm as installed / with "
          "OPENBLAS_CORETYPE=SkylakeX / with OPENBLAS_CORETYPE=Prescott, on the same inputs with "
          "the same thread count; x = OpenBLAS time / tessera time (> 1: tessera is faster).\n"
+         "cuBLASLt (GPU rows): cublasLtMatmul on the same device buffers in the same run, its "
+         "heuristic's first algorithm, 32 MiB workspace, timed with CUDA events after the same "
+         "warm-up and rotation (grouped GEMM: a loop of one call per group); x = cuBLASLt time / "
+         "tessera time (> 1: tessera is faster); see bench/notes/cuda-gemm-baselines.md.\n"
          "others: cores' worth of CPU that other processes (and other guests of the hypervisor) "
          "used while the row was timed, worst of its windows; well above 0 means the row was "
          "disturbed.\n");
 }
 
-static void print_criteria(const criterion_result *results, int count) {
+static void print_criteria(const criterion_result *results, int count, bench_suite suite) {
   if (count == 0)
     return;
-  printf("\nsuite cpu: issue 3 acceptance (ratios from this run; * = supplementary, not in the "
-         "issue)\n");
+  const char *name = suite == SUITE_CUDA ? "cuda" : "cpu";
+  printf("\nsuite %s: issue %d acceptance (ratios from this run; * = supplementary, not in the "
+         "issue)\n",
+         name, suite == SUITE_CUDA ? 4 : 3);
   printf("%-8s %-84s %9s %8s %9s  %s\n", "device", "criterion", "measured", "needs", "at most",
          "verdict");
   int tally[2][3] = {{0, 0, 0}, {0, 0, 0}}; /* [supplementary][PASS, FAIL, n/a] */
@@ -670,10 +828,11 @@ static void print_criteria(const criterion_result *results, int count) {
     int verdict = strcmp(r->verdict, "PASS") == 0 ? 0 : strcmp(r->verdict, "FAIL") == 0 ? 1 : 2;
     tally[r->supplementary ? 1 : 0][verdict]++;
   }
-  printf("suite cpu: %d PASS, %d FAIL, %d n/a (supplementary: %d PASS, %d FAIL, %d n/a)\n",
+  printf("suite %s: %d PASS, %d FAIL, %d n/a (supplementary: %d PASS, %d FAIL, %d n/a)\n", name,
          tally[0][0], tally[0][1], tally[0][2], tally[1][0], tally[1][1], tally[1][2]);
-  printf("(at most: the ratio this machine's measured peak allows, i.e. the FMA (bf16: bf16 dot) "
-         "peak over the other side's rate; a threshold above it cannot be met here)\n");
+  if (suite == SUITE_CPU)
+    printf("(at most: the ratio this machine's measured peak allows, i.e. the FMA (bf16: bf16 dot) "
+           "peak over the other side's rate; a threshold above it cannot be met here)\n");
 }
 
 static void json_host_peak(FILE *f, const char *key, const host_peak *peak, double others) {
@@ -702,7 +861,10 @@ static bool write_bench_json(const char *path, const bench_options *o, const ben
   fprintf(f, "{\n  \"tool\": \"tessera bench\",\n  \"version\": ");
   json_string(f, tsr_version());
   fprintf(f, ",\n  \"suite\": \"%s\",\n  \"short\": %s,\n  \"devices\": [",
-          o->suite == SUITE_CPU ? "cpu" : "default", o->short_run ? "true" : "false");
+          o->suite == SUITE_CPU    ? "cpu"
+          : o->suite == SUITE_CUDA ? "cuda"
+                                   : "default",
+          o->short_run ? "true" : "false");
   for (int d = 0; d < device_count; d++) {
     const device_calibration *c = &cals[d];
     fprintf(f, "%s\n    {\"device\": ", d ? "," : "");
@@ -764,6 +926,12 @@ static bool write_bench_json(const char *path, const bench_options *o, const ben
       fprintf(f, ", \"openblas_%s_over_tessera\": ", key);
       json_number(f, r->openblas_ms[v] / r->ms);
     }
+    fprintf(f, ", \"cublaslt_ms\": ");
+    json_number(f, r->cublaslt_ms);
+    fprintf(f, ", \"cublaslt_over_tessera\": ");
+    json_number(f, r->cublaslt_ms / r->ms);
+    fprintf(f, ", \"cublaslt_relative_difference\": ");
+    json_number(f, r->cublaslt_difference);
     fprintf(f, "}");
   }
   fprintf(f, "\n  ],\n  \"criteria\": [");
@@ -823,15 +991,26 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
       o->shape = value;
     } else if (arg_flag(&c, "--short")) {
       o->short_run = true;
+    } else if (arg_value(&c, "--compute", &value)) {
+      if (strcmp(value, "tf32") == 0) {
+        o->compute = TSR_COMPUTE_TF32;
+      } else if (strcmp(value, "strict") == 0) {
+        o->compute = TSR_COMPUTE_STRICT;
+      } else {
+        cli_error("unknown --compute '%s' (strict, tf32: f32 GEMM rows)", value);
+        return EXIT_USAGE;
+      }
     } else if (arg_value(&c, "--json", &value)) {
       o->json_path = value;
     } else if (arg_value(&c, "--suite", &value)) {
       if (strcmp(value, "cpu") == 0) {
         o->suite = SUITE_CPU;
+      } else if (strcmp(value, "cuda") == 0) {
+        o->suite = SUITE_CUDA;
       } else if (strcmp(value, "default") == 0) {
         o->suite = SUITE_DEFAULT;
       } else {
-        cli_error("unknown suite '%s' (suites: default, cpu)", value);
+        cli_error("unknown suite '%s' (suites: default, cpu, cuda)", value);
         return EXIT_USAGE;
       }
     } else {
@@ -843,6 +1022,8 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
   /* The cpu suite is about the CPU device unless told otherwise. */
   if (o->suite == SUITE_CPU && o->selector_count == 0 && !o->all)
     o->selectors[o->selector_count++] = "cpu";
+  if (o->suite == SUITE_CUDA && o->selector_count == 0 && !o->all)
+    o->selectors[o->selector_count++] = "cuda";
   return EXIT_OK;
 }
 
@@ -864,11 +1045,25 @@ int cmd_bench(int argc, char **argv) {
   }
 
   problem_spec specs[32];
-  int spec_count = o.suite == SUITE_CPU ? cpu_suite_rows(specs) : default_rows(o.short_run, specs);
+  int spec_count = o.suite == SUITE_CPU    ? cpu_suite_rows(specs)
+                   : o.suite == SUITE_CUDA ? cuda_suite_rows(specs)
+                                           : default_rows(o.short_run, specs);
+  /* --compute tf32: the f32 GEMM rows allow tf32 (the suites fix their own). */
+  if (o.suite == SUITE_DEFAULT && o.compute == TSR_COMPUTE_TF32)
+    for (int i = 0; i < spec_count; i++)
+      if (specs[i].op == TSR_OP_GEMM && specs[i].dtype == TSR_DTYPE_F32)
+        specs[i].gemm.compute = TSR_COMPUTE_TF32;
+  const suite_criterion *suite_criteria = o.suite == SUITE_CPU    ? cpu_criteria
+                                          : o.suite == SUITE_CUDA ? cuda_criteria
+                                                                  : NULL;
+  int suite_criterion_count = o.suite == SUITE_CPU    ? CPU_CRITERIA
+                              : o.suite == SUITE_CUDA ? CUDA_CRITERIA
+                                                      : 0;
   size_t device_count = selection.count;
   bench_row *rows = calloc((size_t)spec_count * device_count, sizeof *rows);
   bool *present = calloc((size_t)spec_count * device_count, sizeof *present);
-  criterion_result *criteria = calloc((size_t)CPU_CRITERIA * device_count, sizeof *criteria);
+  criterion_result *criteria =
+      calloc((size_t)(suite_criterion_count + 1) * device_count, sizeof *criteria);
   device_calibration *cals = calloc(device_count, sizeof *cals);
   bench_row *ordered = calloc((size_t)spec_count * device_count, sizeof *ordered);
   if (rows == NULL || present == NULL || criteria == NULL || cals == NULL || ordered == NULL) {
@@ -899,6 +1094,10 @@ int cmd_bench(int argc, char **argv) {
       printf("  skipped: suite cpu runs on CPU devices\n");
       continue;
     }
+    if (o.suite == SUITE_CUDA && strcmp(info->backend, "cuda") != 0) {
+      printf("  skipped: suite cuda runs on CUDA devices\n");
+      continue;
+    }
     tsr_queue *queue = NULL;
     tsr_status status = tsr_queue_create(device, &queue);
     if (status != TSR_OK) {
@@ -909,7 +1108,7 @@ int cmd_bench(int argc, char **argv) {
     copy_probe copy;
     memset(&copy, 0, sizeof copy);
     calibrate_device(device, info, queue, &o, &copy, cal);
-    print_header();
+    print_header(cal->is_cpu);
     for (int i = 0; i < spec_count; i++) {
       const problem_spec *spec = &specs[i];
       if (o.op != TSR_OP_COUNT_ && spec->op != o.op)
@@ -926,20 +1125,22 @@ int cmd_bench(int argc, char **argv) {
       bench_one(device, info, queue, spec, &o, cal, &copy, row);
       device_present[i] = true;
       progress_clear();
-      print_row(row);
+      print_row(row, cal->is_cpu);
       ordered[ordered_count++] = *row;
       if (row->failed)
         failures++;
     }
     copy_probe_destroy(&copy);
     tsr_queue_destroy(queue);
-    if (o.suite == SUITE_CPU)
-      for (int c = 0; c < CPU_CRITERIA; c++)
-        if (device_present[cpu_criteria[c].row]) /* --op, --shape may leave rows out */
-          judge(&cpu_criteria[c], device_rows, device_present, cal, &criteria[criterion_count++]);
+    cublaslt_close(cal->cublaslt); /* after the queue: its buffers are gone */
+    cal->cublaslt = NULL;
+    for (int c = 0; c < suite_criterion_count; c++)
+      if (device_present[suite_criteria[c].row]) /* --op, --shape may leave rows out */
+        judge(&suite_criteria[c], device_rows, device_present, cal, specs,
+              &criteria[criterion_count++]);
   }
   print_legend();
-  print_criteria(criteria, criterion_count);
+  print_criteria(criteria, criterion_count, o.suite);
 
   bool json_ok = true;
   if (o.json_path != NULL)

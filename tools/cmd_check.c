@@ -109,7 +109,7 @@ static void execute_case(tsr_device *device, const tsr_device_info *info, tsr_qu
     record->result = OUTCOME_SKIP;
     return;
   }
-  problem_build_options options = {GUARD_BYTES, true};
+  problem_build_options options = {GUARD_BYTES, true, NULL};
   tsr_status status = problem_build(p, spec, device, queue, seed, &options);
   if (status != TSR_OK) {
     record->result = OUTCOME_ERROR;

@@ -106,7 +106,7 @@ static int make_setup(const problem_options *o, int set_count, setup *s) {
     cli_api_error("tsr_queue_create", status);
     return EXIT_FAILED;
   }
-  problem_build_options build = {0, false};
+  problem_build_options build = {0, false, NULL};
   for (int i = 0; i < set_count; i++) {
     s->set_count = i + 1;
     status =

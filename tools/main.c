@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "cublaslt.h"
 #include "openblas.h"
 #include "problem.h"
 
@@ -123,6 +124,9 @@ int main(int argc, char **argv) {
   /* Not in the help: bench runs OpenBLAS in a child process through it. */
   if (strcmp(command, OPENBLAS_CHILD_COMMAND) == 0)
     return cmd_openblas_sgemm(rest_count, rest);
+  /* Not in the help either: says whether bench finds cuBLASLt (tests, run.sh). */
+  if (strcmp(command, "__cublaslt-probe") == 0)
+    return cmd_cublaslt_probe(rest_count, rest);
   static const struct {
     const char *name;
     int (*run)(int, char **);

@@ -11,7 +11,7 @@
 
 #include "tessera/tessera.h"
 
-#define PROBLEM_MAX_GROUPS 16
+#define PROBLEM_MAX_GROUPS 64
 #define PROBLEM_MAX_TENSORS 6
 
 /* ---- what a problem is: the parameters of each op ---- */
@@ -28,6 +28,7 @@ typedef struct gemm_spec {
   bool out_f32; /* d, c and bias in f32 for f16/bf16 inputs */
   float alpha, beta;
   tsr_activation activation;
+  tsr_compute_mode compute; /* f32: strict or tf32 allowed */
 } gemm_spec;
 
 typedef struct grouped_gemm_spec {
@@ -126,9 +127,11 @@ typedef struct problem_tensor {
   unsigned char *image;       /* the buffer's initial contents (owned when alias < 0) */
   unsigned char *output_mask; /* bytes an output may change (own buffers) */
   int64_t numel;
-  double *reference; /* outputs: fp64 reference, dense row-major */
-  double *observed;  /* outputs: what the device wrote, after problem_verify */
-  double bound;      /* outputs: allowed relative error */
+  double *reference;       /* outputs: fp64 reference, dense row-major */
+  double *observed;        /* outputs: what the device wrote, after problem_verify */
+  double bound;            /* outputs: allowed relative error */
+  uint64_t device_address; /* the buffer's device address, when an allocator gave it; else 0 */
+  const struct problem_allocator *allocator; /* that allocator (frees the memory) */
 } problem_tensor;
 
 typedef union problem_desc {
@@ -153,9 +156,21 @@ typedef struct problem {
   char error[512];                         /* why build/verify failed */
 } problem;
 
+/* Device memory that the caller allocates itself and wraps as tessera
+ * buffers (bench: so that a vendor library can run on the very same
+ * buffers). create returns a wrapped buffer and its device address;
+ * release frees the memory after the wrapper is gone. */
+typedef struct problem_allocator {
+  tsr_status (*create)(void *user, tsr_device *device, size_t bytes, tsr_buffer **buffer,
+                       uint64_t *address);
+  void (*release)(void *user, uint64_t address);
+  void *user;
+} problem_allocator;
+
 typedef struct problem_build_options {
-  size_t guard_bytes; /* poisoned bytes before and after each tensor */
-  bool keep_images;   /* false: free host copies after upload (bench) */
+  size_t guard_bytes;                 /* poisoned bytes before and after each tensor */
+  bool keep_images;                   /* false: free host copies after upload (bench) */
+  const problem_allocator *allocator; /* NULL: tsr_buffer_create */
 } problem_build_options;
 
 /* Lays the problem out, allocates its buffers on `device`, fills the inputs

@@ -4,10 +4,16 @@
 #   1. tessera check (every case),
 #   2. compute-sanitizer --tool memcheck over tessera check --quick,
 #   3. tessera bench --short,
-#   4. tessera tune on the large shapes of issue 4's acceptance list (every
-#      variant timed; the fastest is what the table shows),
-#   5. PyTorch on the same shapes where it is installed (torch_reference.py),
-# and prints one table last. Everything it prints is also in $OUT/run.log;
+#   4. tessera bench --suite cuda: issue 4's acceptance rows, each GEMM row
+#      with cuBLASLt timed in the same run on the same buffers (the library
+#      is found by the dynamic linker, else TESSERA_CUBLASLT, else the pip
+#      copy torch uses: site-packages/nvidia/cublas/lib), row ops against the
+#      copy bandwidth, and the verdicts,
+#   5. tessera tune on the same shapes (every variant timed; optional),
+#   6. PyTorch on the same shapes where it is installed (torch_reference.py):
+#      the baseline for attention (SDPA flash / cuDNN) and a cross-check,
+# and prints one table last: tessera vs cuBLASLt from the suite, torch
+# beside it. Everything it prints is also in $OUT/run.log;
 # JSON of check and bench, the tuning rows and the table go to $OUT too
 # (OUT defaults to $BUILD_DIR/results).
 #
@@ -18,8 +24,8 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out=${OUT:-$build/results}
 build=${BUILD_DIR:-/tmp/tessera-gpu-build}
+out=${OUT:-$build/results}
 archs=${CUDA_ARCHS:-90a}
 jobs=${JOBS:-$(nproc)}
 do_build=1 do_sanitizer=1 do_tune=1 do_torch=1
@@ -96,7 +102,7 @@ if [ $do_sanitizer = 1 ] && command -v compute-sanitizer >/dev/null; then
     "$tessera" check --device cuda:0 --quick
   sed -n '/^== sanitizer/,/^   exit/p' "$log" | grep -E "ERROR SUMMARY|Invalid|==|exit" | head -30
   # Shared-memory races in the tiled kernels (cp.async pipelines, reductions).
-  for op in gemm grouped_gemm attention rmsnorm softmax cross_entropy; do
+  for op in gemm grouped_gemm attention rmsnorm softmax cross_entropy rope; do
     step "racecheck_$op" 120 compute-sanitizer --tool racecheck --error-exitcode 99 \
       "$tessera" check --device cuda:0 --quick --op "$op"
     sed -n "/^== racecheck_$op/,/^   exit/p" "$log" | grep -E "RACECHECK SUMMARY|ERROR SUMMARY|exit"
@@ -105,6 +111,16 @@ fi
 
 step bench 100 "$tessera" bench --device cuda:0 --short --json "$out/bench.json"
 sed -n '/^== bench/,/^   exit/p' "$log" | grep -v "^==\|^   exit"
+
+# cuBLASLt for bench: the system's, else the copy PyTorch's wheels carry.
+if [ -z "${TESSERA_CUBLASLT:-}" ] && ! "$tessera" __cublaslt-probe >/dev/null 2>&1; then
+  lt=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
+  [ -z "$lt" ] && lt=$(find / -path '*site-packages/nvidia/*/lib/libcublasLt.so*' 2>/dev/null | head -1 | xargs -r dirname)
+  [ -n "$lt" ] && export TESSERA_CUBLASLT=$lt
+fi
+say "cuBLASLt for bench: $("$tessera" __cublaslt-probe 2>&1)"
+step suite 400 "$tessera" bench --suite cuda --json "$out/suite.json"
+sed -n '/^== suite/,/^   exit/p' "$log" | grep -E "^suite|PASS|FAIL|n/a" | tail -30
 
 # tune NAME OP DTYPE SHAPE [--causal]: the fastest variant's row.
 tune() {
@@ -160,6 +176,53 @@ fi
 
 {
   echo
+  echo "tessera bench --suite cuda on cuda:0: tessera (heuristic's variant) vs cuBLASLt on the same"
+  echo "buffers in the same run; torch on the same shapes (its own buffers, same call) beside it"
+  python3 - "$out/suite.json" "$out/torch.tsv" <<'PY' || echo "(no suite table: python3 or suite.json missing)"
+import json, sys
+suite = json.load(open(sys.argv[1]))
+torch = {}
+try:
+    for line in open(sys.argv[2]):
+        f = line.rstrip("\n").split("\t")
+        if len(f) >= 3 and not f[0].startswith("#"):
+            torch[f[0]] = (float(f[1]), f[2])
+except OSError:
+    pass
+def torch_name(r):
+    op, dt, shape = r["op"], r["dtype"], r["shape"]
+    e = shape.split()[0].split("x")
+    if op == "gemm":
+        if e[0] == "1" and dt == "bf16":
+            return "gemv_bf16_" + shape
+        if "tf32" in shape:
+            return "gemm_tf32_4096"
+        if e[0] == e[1] == e[2]:
+            return f"gemm_{dt}_{e[0]}"
+        return f"gemm_{dt}_{shape}"
+    if op == "attention":
+        return "attention_bf16_b4h32s4096d128" + ("_causal" if "causal" in shape else "")
+    if op in ("rmsnorm", "softmax"):
+        return f"{op}_bf16_{shape}"
+    return None
+print(f"{'op':13} {'dtype':5} {'shape':30} {'ms':>9} {'rate':>14} {'cuBLASLt ms':>11} {'x LT':>6} {'torch ms':>9} {'x torch':>7}")
+for r in suite["rows"]:
+    ms = r["median_ms"]
+    if ms is None:
+        print(f"{r['op']:13} {r['dtype']:5} {r['shape']:30} failed")
+        continue
+    rate = f"{r['gflops'] / 1e3:.1f} TFLOP/s" if r.get("gflops") else f"{r['gbs']:.0f} GB/s"
+    lt = r.get("cublaslt_ms")
+    t = torch.get(torch_name(r) or "")
+    print(f"{r['op']:13} {r['dtype']:5} {r['shape']:30} {ms:9.4f} {rate:>14} "
+          f"{(f'{lt:.4f}' if lt else '-'):>11} {(f'{lt / ms:.2f}' if lt else '-'):>6} "
+          f"{(f'{t[0]:.4f}' if t else '-'):>9} {(f'{t[0] / ms:.2f}' if t else '-'):>7}")
+print("(x: baseline time / tessera time; > 1 means tessera is faster)")
+for c in suite["criteria"]:
+    m = c["measured"]
+    print(f"  {c['verdict']:4} {c['criterion']}: {('%.2f' % m) if m is not None else '-'} (needs {c['threshold']:g})")
+PY
+  echo
   echo "tessera on cuda:0 (fastest variant of 'tessera tune') vs PyTorch on the same shapes"
   printf '%-40s %-26s %10s %12s %10s %12s %7s\n' case "tessera variant" "ms" "rate" "torch ms" \
     "torch rate" "ratio"
@@ -180,13 +243,13 @@ fi
   echo "steps:"
   for name in configure build devices info explain check variants sanitizer racecheck_gemm \
     racecheck_grouped_gemm racecheck_attention racecheck_rmsnorm racecheck_softmax \
-    racecheck_cross_entropy bench torch; do
+    racecheck_cross_entropy racecheck_rope bench suite torch; do
     [ -n "${status[$name]+x}" ] && printf '  %-10s exit %s\n' "$name" "${status[$name]}"
   done
 } | tee "$table" | tee -a "$log"
 
 for name in check variants sanitizer racecheck_gemm racecheck_grouped_gemm racecheck_attention \
-  racecheck_rmsnorm racecheck_softmax racecheck_cross_entropy; do
+  racecheck_rmsnorm racecheck_softmax racecheck_cross_entropy racecheck_rope; do
   if [ -n "${status[$name]+x}" ] && [ "${status[$name]}" != 0 ]; then
     exit 1
   fi

@@ -201,6 +201,17 @@ elseif(CASE STREQUAL "openblas_child")
   run(EXIT nonzero ARGS __openblas-sgemm --shape 4x8 EXPECT "shape '4x8' does not fit gemm")
   run(EXIT nonzero ARGS __openblas-sgemm --shape 8x8x8 --sets 7 EXPECT "--sets 1..3")
 
+elseif(CASE STREQUAL "cublaslt_probe")
+  # bench's cuBLASLt loader: a path that is not there is reported, not fatal;
+  # bench on a device without CUDA never asks for it.
+  set(ENV{TESSERA_CUBLASLT} /nonexistent/libcublasLt.so.13)
+  run(EXIT nonzero ARGS __cublaslt-probe
+      EXPECT "cuBLASLt: not available: TESSERA_CUBLASLT=/nonexistent/libcublasLt.so.13")
+  set(ENV{TESSERA_CUBLASLT} ${WORK_DIR})
+  file(MAKE_DIRECTORY ${WORK_DIR})
+  run(EXIT nonzero ARGS __cublaslt-probe EXPECT "no libcublasLt.so.13/.12/.so there")
+  unset(ENV{TESSERA_CUBLASLT})
+
 elseif(CASE STREQUAL "faulty_none")
   # The reference device passes everything: the bounds leave room for
   # rounding to the output dtype. Reports are written and well formed.
