@@ -76,10 +76,9 @@ static const vulkan_gemm_config gemm_configs[] = {
     {"simt_128x128x8_8x8", GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 0, 0},
     {"simt_128x128x16_8x8", GEMM_SIMT, 128, 128, 16, 8, 8, 0, 0, 0, 0},
     {"coopmat_64x64x32_2x2", GEMM_COOPMAT, 64, 64, 32, 0, 0, 2, 2, 2, 2},
+    {"coopmat_128x64x32_2x2", GEMM_COOPMAT, 128, 64, 32, 0, 0, 2, 2, 4, 2},
     {"coopmat_128x128x32_2x2", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 2, 4, 4},
     {"coopmat_128x128x32_2x4", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 4, 4, 2},
-    {"coopmat_128x256x32_2x4", GEMM_COOPMAT, 128, 256, 32, 0, 0, 2, 4, 4, 4},
-    {"coopmat_256x128x32_4x2", GEMM_COOPMAT, 256, 128, 32, 0, 0, 4, 2, 4, 4},
 };
 enum { GEMM_CONFIGS = sizeof gemm_configs / sizeof gemm_configs[0] };
 
@@ -172,7 +171,9 @@ static bool dtype_usable(const vulkan_device_props *p, int32_t dtype, char *why,
 static bool has_coopmat_f16(const vulkan_device_props *p) {
   if (!p->coopmat_nv || !p->shader_float16 || !p->storage_16bit)
     return false;
-  if (p->subgroup_min != p->subgroup_max && !p->subgroup_size_control)
+  /* The builds assume subgroups of 32. */
+  if (p->subgroup_min > 32 || p->subgroup_max < 32 ||
+      (p->subgroup_min != p->subgroup_max && !p->subgroup_size_control))
     return false;
   for (uint32_t i = 0; i < p->coopmat_nv_count; i++) {
     const vulkan_coopmat_shape *s = &p->coopmat_nv_shapes[i];
@@ -186,24 +187,30 @@ static bool has_coopmat_f16(const vulkan_device_props *p) {
 static uint32_t gemm_threads(const vulkan_device_props *p, const vulkan_gemm_config *c) {
   if (c->kind == GEMM_SIMT)
     return (c->bm / c->tm) * (c->bn / c->tn);
-  return c->sg_m * c->sg_n * p->subgroup_size;
+  (void)p;
+  return c->sg_m * c->sg_n * 32;
 }
 
 /* Shared memory of a config (as the shaders declare it). */
 static uint32_t gemm_shared_bytes(const vulkan_gemm_config *c) {
   if (c->kind == GEMM_SIMT)
     return 4 * c->bk * (c->bm + 1 + c->bn + 1);
-  /* f16 tiles with 8 elements of padding per row, and a 16x16 f32 staging
-   * tile per subgroup for the epilogue. */
+  /* Two stages of f16 tiles with 8 elements of padding per line (the
+   * larger of the two layouts, which follow the operands' strides), and a
+   * 16x16 f32 tile per subgroup for the epilogue. */
   uint32_t a = c->bm * (c->bk + 8) * 2, b = c->bk * (c->bn + 8) * 2;
   uint32_t at = c->bk * (c->bm + 8) * 2, bt = c->bn * (c->bk + 8) * 2;
   uint32_t tiles = (a > at ? a : at) + (b > bt ? b : bt);
-  return tiles + c->sg_m * c->sg_n * 16 * 16 * 4;
+  return 2 * tiles + c->sg_m * c->sg_n * 16 * 16 * 4;
 }
 
 static bool gemm_config_fits(const vulkan_device_props *p, const vulkan_gemm_config *c) {
-  return gemm_threads(p, c) <= p->max_workgroup_invocations &&
-         gemm_shared_bytes(c) <= p->shared_memory_bytes;
+  /* coopmat: every invocation stages whole 8-element units of both tiles. */
+  uint32_t threads = gemm_threads(p, c);
+  if (c->kind == GEMM_COOPMAT &&
+      (threads == 0 || (c->bm * c->bk / 8) % threads || (c->bn * c->bk / 8) % threads))
+    return false;
+  return threads <= p->max_workgroup_invocations && gemm_shared_bytes(c) <= p->shared_memory_bytes;
 }
 
 /* Whether the problem's shape and operands can run at all (dtypes, sizes,
@@ -460,8 +467,10 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
   uint32_t required = 0;
   if (c->kind == GEMM_SIMT) {
     /* CPU implementations compile the rolled build (see gemm.comp). */
-    snprintf(name, sizeof name, "gemm_%s%s", dtype_name(g->dtype),
-             props->type == VK_PHYSICAL_DEVICE_TYPE_CPU ? "_rolled" : "");
+    if (props->type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+      snprintf(name, sizeof name, "gemm_%s_rolled", dtype_name(g->dtype));
+    else
+      snprintf(name, sizeof name, "gemm_%s_%ux%u", dtype_name(g->dtype), c->tm, c->tn);
     uint32_t spec[10] = {threads, c->bm,   c->bn,   c->bk,      c->tm,
                          c->tn,   a_kfast, b_nfast, g->out_f32, g->grouped};
     status = vulkan_pipeline_get(device, name, spec, 10, 0, &pipeline);
@@ -477,8 +486,8 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
                 : (push.b_sn % 8 == 0 && push.b_sb % 8 == 0 && first[1] % 8 == 0 && g->k % 8 == 0 &&
                    push.b_sk == 1);
     if (props->subgroup_min != props->subgroup_max)
-      required = props->subgroup_size;
-    snprintf(name, sizeof name, "gemm_coopmat_f16");
+      required = 32;
+    snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u", c->bm, c->bn, c->sg_m, c->sg_n);
     uint32_t spec[14] = {threads, c->bm,   c->bn,   c->bk, c->sg_m, c->sg_n,    c->wm,
                          c->wn,   a_kfast, b_nfast, a_vec, b_vec,   g->out_f32, g->grouped};
     status = vulkan_pipeline_get(device, name, spec, 14, required, &pipeline);
@@ -506,9 +515,10 @@ typedef struct vulkan_attention_config {
 
 static const vulkan_attention_config attention_configs[] = {
     {"flash_d32_q16_k32_t64", 16, 32, 32, 64},     {"flash_d64_q16_k32_t64", 16, 32, 64, 64},
-    {"flash_d64_q32_k32_t128", 32, 32, 64, 128},   {"flash_d128_q16_k32_t64", 16, 32, 128, 64},
-    {"flash_d128_q32_k32_t128", 32, 32, 128, 128}, {"flash_d128_q32_k16_t256", 32, 16, 128, 256},
-    {"flash_d256_q16_k16_t64", 16, 16, 256, 64},   {"flash_d256_q16_k16_t128", 16, 16, 256, 128},
+    {"flash_d64_q32_k32_t128", 32, 32, 64, 128},   {"flash_d64_q32_k16_t256", 32, 16, 64, 256},
+    {"flash_d128_q16_k32_t64", 16, 32, 128, 64},   {"flash_d128_q32_k32_t128", 32, 32, 128, 128},
+    {"flash_d128_q32_k16_t256", 32, 16, 128, 256}, {"flash_d256_q16_k16_t64", 16, 16, 256, 64},
+    {"flash_d256_q16_k16_t128", 16, 16, 256, 128},
 };
 enum { ATTENTION_CONFIGS = sizeof attention_configs / sizeof attention_configs[0] };
 
@@ -555,6 +565,7 @@ static tsr_status attention_variants(const vulkan_device *device, const tsr_atte
    * GPUs: 128 invocations and 32 rows where the head dim allows. */
   bool small_wg = cls == VULKAN_CLASS_LAVAPIPE;
   const char *pick = NULL;
+  uint32_t picked_threads = 0;
   char description[160];
   out->count = 0;
   out->heuristic = 0;
@@ -570,8 +581,9 @@ static tsr_status attention_variants(const vulkan_device *device, const tsr_atte
              "scalar online softmax: %u query rows x %u keys per step, head dim <= %u, %u "
              "invocations, %u B shared",
              c->br, c->bc, c->dp, c->threads, attention_shared_bytes(c));
-    bool want = c->dp == dp && (small_wg ? c->threads == 64 : c->threads == (dp > 128 ? 128 : 128));
-    if (want && !pick) {
+    bool want = c->dp == dp && (small_wg ? c->threads == 64 : c->threads >= 128);
+    if (want && (!pick || c->threads > picked_threads)) {
+      picked_threads = c->threads;
       pick = c->name;
       out->heuristic = (int32_t)out->count;
     }
@@ -658,8 +670,11 @@ tsr_status vulkan_run_attention(vulkan_queue *queue, const tsr_attention_args *a
 
   char name[48];
   /* CPU implementations compile the rolled build (see attention.comp). */
-  snprintf(name, sizeof name, "attention_%s%s", dtype_name(a->q.dtype),
-           device->props->type == VK_PHYSICAL_DEVICE_TYPE_CPU ? "_rolled" : "");
+  if (device->props->type == VK_PHYSICAL_DEVICE_TYPE_CPU)
+    snprintf(name, sizeof name, "attention_%s_rolled", dtype_name(a->q.dtype));
+  else
+    snprintf(name, sizeof name, "attention_%s_d%u_r%u", dtype_name(a->q.dtype), c->dp,
+             c->threads / c->br);
   uint32_t spec[4] = {c->threads, c->br, c->bc, c->dp};
   const vulkan_pipeline *pipeline = NULL;
   status = vulkan_pipeline_get(device, name, spec, 4, 0, &pipeline);

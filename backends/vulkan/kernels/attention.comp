@@ -7,30 +7,57 @@
 // one after the other. TPR = WG / BR invocations share a query row: each
 // holds DP / TPR of its output columns in registers.
 // Bindings: 0 q, 1 k, 2 v, 3 o, 4 lse (f32; bound to o and unused when absent).
-// @variant f32 -DDTYPE_F32
-// @variant f16 -DDTYPE_F16
-// @variant bf16 -DDTYPE_BF16
+//
+// GPU builds fix DP and TPR at build time (attention_<dtype>_d<DP>_r<TPR>)
+// so that glslc unrolls the per-invocation output columns into registers.
+// The _rolled builds (lavapipe) take them as specialisation constants and
+// keep the loops over the head dim and the key block rolled: lavapipe's LLVM
+// otherwise unrolls them in full and compiles a DP = 128 pipeline for tens
+// of seconds.
 // @variant f32_rolled -DDTYPE_F32 -DROLLED
 // @variant f16_rolled -DDTYPE_F16 -DROLLED
 // @variant bf16_rolled -DDTYPE_BF16 -DROLLED
-// The _rolled builds keep the loops over the head dim and the key block
-// rolled: lavapipe's LLVM otherwise unrolls them in full and spends tens of
-// seconds compiling a pipeline with DP = 128.
+// @variant f32_d32_r4 -DDTYPE_F32 -DDP_C=32 -DTPR_C=4
+// @variant f32_d64_r4 -DDTYPE_F32 -DDP_C=64 -DTPR_C=4
+// @variant f32_d64_r8 -DDTYPE_F32 -DDP_C=64 -DTPR_C=8
+// @variant f32_d128_r4 -DDTYPE_F32 -DDP_C=128 -DTPR_C=4
+// @variant f32_d128_r8 -DDTYPE_F32 -DDP_C=128 -DTPR_C=8
+// @variant f32_d256_r4 -DDTYPE_F32 -DDP_C=256 -DTPR_C=4
+// @variant f32_d256_r8 -DDTYPE_F32 -DDP_C=256 -DTPR_C=8
+// @variant f16_d32_r4 -DDTYPE_F16 -DDP_C=32 -DTPR_C=4
+// @variant f16_d64_r4 -DDTYPE_F16 -DDP_C=64 -DTPR_C=4
+// @variant f16_d64_r8 -DDTYPE_F16 -DDP_C=64 -DTPR_C=8
+// @variant f16_d128_r4 -DDTYPE_F16 -DDP_C=128 -DTPR_C=4
+// @variant f16_d128_r8 -DDTYPE_F16 -DDP_C=128 -DTPR_C=8
+// @variant f16_d256_r4 -DDTYPE_F16 -DDP_C=256 -DTPR_C=4
+// @variant f16_d256_r8 -DDTYPE_F16 -DDP_C=256 -DTPR_C=8
+// @variant bf16_d32_r4 -DDTYPE_BF16 -DDP_C=32 -DTPR_C=4
+// @variant bf16_d64_r4 -DDTYPE_BF16 -DDP_C=64 -DTPR_C=4
+// @variant bf16_d64_r8 -DDTYPE_BF16 -DDP_C=64 -DTPR_C=8
+// @variant bf16_d128_r4 -DDTYPE_BF16 -DDP_C=128 -DTPR_C=4
+// @variant bf16_d128_r8 -DDTYPE_BF16 -DDP_C=128 -DTPR_C=8
+// @variant bf16_d256_r4 -DDTYPE_BF16 -DDP_C=256 -DTPR_C=4
+// @variant bf16_d256_r8 -DDTYPE_BF16 -DDP_C=256 -DTPR_C=8
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #if defined(ROLLED)
 #define LOOP [[dont_unroll]]
+#define UNROLL [[dont_unroll]]
 #else
 #define LOOP
+#define UNROLL [[unroll]]
 #endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BR = 16; // query rows per workgroup
 layout(constant_id = 2) const uint BC = 32; // keys per block
-layout(constant_id = 3) const uint DP = 64; // head dim capacity (>= dim; zero padded)
-
 const uint WG = gl_WorkGroupSize.x;
+#if defined(ROLLED)
+layout(constant_id = 3) const uint DP = 64; // head dim capacity (>= dim; zero padded)
 const uint TPR = WG / BR;
+#else
+const uint DP = DP_C, TPR = TPR_C; // WG is BR * TPR
+#endif
 
 layout(set = 0, binding = 0) readonly buffer Q { ELEM_T q[]; };
 layout(set = 0, binding = 1) readonly buffer K { ELEM_T k[]; };
@@ -89,7 +116,7 @@ void main() {
 
   const uint CPT = DP / TPR; // output columns per invocation: lane + c * TPR
   float acc[CPT];
-  LOOP for (uint c = 0u; c < CPT; c++)
+  UNROLL for (uint c = 0u; c < CPT; c++)
     acc[c] = 0.0;
   float m = NEG_INF, l = 0.0;
 
@@ -108,7 +135,7 @@ void main() {
       float s = NEG_INF;
       if (key >= my_lo && key <= my_hi && key < int(p.skv)) {
         s = 0.0;
-        LOOP for (uint d = 0u; d < DP; d++)
+        UNROLL for (uint d = 0u; d < DP; d++)
           s = fma(s_q[row * DP + d], s_kv[jj * (DP + 1u) + d], s);
       }
       s_p[row * BC + jj] = s;
@@ -137,12 +164,12 @@ void main() {
       sum += s_p[row * BC + jj];
     l = l * corr + sum;
     m = m_new;
-    LOOP for (uint c = 0u; c < CPT; c++) {
-      float a = acc[c] * corr;
-      uint d = lane + c * TPR;
-      LOOP for (uint jj = 0u; jj < BC; jj++)
-        a = fma(s_p[row * BC + jj], s_kv[jj * (DP + 1u) + d], a);
-      acc[c] = a;
+    UNROLL for (uint c = 0u; c < CPT; c++)
+      acc[c] *= corr;
+    LOOP for (uint jj = 0u; jj < BC; jj++) {
+      float pj = s_p[row * BC + jj];
+      UNROLL for (uint c = 0u; c < CPT; c++)
+        acc[c] = fma(pj, s_kv[jj * (DP + 1u) + lane + c * TPR], acc[c]);
     }
   }
 
@@ -151,7 +178,7 @@ void main() {
     return;
   float inv = l > 0.0 ? 1.0 / l : 0.0;
   uint o_base = p.o.first + b * p.o.s0 + i * p.o.s1 + h * p.o.s2;
-  LOOP for (uint c = 0u; c < CPT; c++) {
+  UNROLL for (uint c = 0u; c < CPT; c++) {
     uint d = lane + c * TPR;
     if (d < p.dim)
       o[o_base + d] = elem_make(acc[c] * inv);

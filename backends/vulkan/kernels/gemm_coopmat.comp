@@ -1,0 +1,198 @@
+#version 450
+// GEMM and grouped GEMM on cooperative matrices (GL_NV_cooperative_matrix,
+// 16x16x16 f16 x f16 -> f32, subgroup scope). Debian 12's glslc (glslang
+// 11.13) has no GL_KHR_cooperative_matrix; NVIDIA's drivers take the NV
+// extension as well, and the plugin enables it where the device reports it.
+//
+// A workgroup computes a BM x BN tile with SG_M x SG_N subgroups, each WM x WN
+// 16x16 accumulators. A and B go through shared memory as f16, two stages:
+// while the subgroups multiply one stage, each invocation holds the next
+// step's loads in registers and stores them into the other stage, so there is
+// one barrier per k step. The staging unit is 8 elements along the operand's
+// contiguous dimension (one 16-byte load when A_VEC / B_VEC, else 8 checked
+// scalar loads); the shared layout follows that dimension (row- or
+// column-major fragments), with 8 elements of padding per line against bank
+// conflicts. The epilogue goes through a 16x16 f32 tile per subgroup.
+// Bindings and push constants: gemm_common.glsl.
+// Tile shapes are fixed per build (gemm_coopmat_f16_<BM>x<BN>_<SG_M>x<SG_N>,
+// subgroups of 32) so that glslc unrolls the fragment loops and the
+// accumulator arrays stay in registers.
+// @variant f16_64x64_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=2 -DWN_C=2
+// @variant f16_128x128_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=4
+// @variant f16_128x128_2x4 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=4 -DWM_C=4 -DWN_C=2
+// @variant f16_128x64_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=2
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#include "gemm_common.glsl"
+
+const uint SG_M = SG_M_C, SG_N = SG_N_C; // subgroups along m and n
+const uint WM = WM_C, WN = WN_C;         // 16x16 tiles per subgroup along m and n
+const uint BM = SG_M * WM * 16u, BN = SG_N * WN * 16u, BK = 32u;
+layout(local_size_x = SG_M_C * SG_N_C * 32) in;
+layout(constant_id = 8) const uint A_KFAST = 1;
+layout(constant_id = 9) const uint B_NFAST = 1;
+layout(constant_id = 10) const uint A_VEC = 0;
+layout(constant_id = 11) const uint B_VEC = 0;
+layout(constant_id = 12) const uint OUT_F32 = 0;
+layout(constant_id = 13) const uint GROUPED = 0;
+
+const uint WG = SG_M * SG_N * 32u;
+// Lines of the shared tiles (in 16-byte units) and their lengths.
+const uint A_LINE = A_KFAST != 0u ? (BK + 8u) / 8u : (BM + 8u) / 8u;
+const uint A_LINES = A_KFAST != 0u ? BM : BK;
+const uint B_LINE = B_NFAST != 0u ? (BN + 8u) / 8u : (BK + 8u) / 8u;
+const uint B_LINES = B_NFAST != 0u ? BK : BN;
+const uint A_STAGE = A_LINE * A_LINES, B_STAGE = B_LINE * B_LINES;
+const uint A_UNITS = BM * BK / 8u, B_UNITS = BN * BK / 8u; // per k step
+const uint A_PER = A_UNITS / WG, B_PER = B_UNITS / WG;       // per invocation
+
+layout(set = 0, binding = 0) readonly buffer GemmA4 { uvec4 a_vec[]; };
+layout(set = 0, binding = 1) readonly buffer GemmB4 { uvec4 b_vec[]; };
+
+shared uvec4 s_a[2u * A_STAGE];
+shared uvec4 s_b[2u * B_STAGE];
+shared float s_c[SG_M * SG_N * 256u];
+
+uint pack2(uint lo, uint hi) { return lo | (hi << 16); }
+
+// Unit u of A's k step at k0: 8 elements along A's contiguous dimension,
+// zero outside the problem.
+uvec4 load_a(uint u, uint a_base, uint m0, uint mcount, uint k0) {
+  uint gm, gk;
+  if (A_KFAST != 0u) {
+    gm = m0 + u / (BK / 8u);
+    gk = k0 + (u % (BK / 8u)) * 8u;
+  } else {
+    gk = k0 + u / (BM / 8u);
+    gm = m0 + (u % (BM / 8u)) * 8u;
+  }
+  uint e = a_base + gm * p.a_sm + gk * p.a_sk;
+  if (A_VEC != 0u)
+    return gm < mcount && gk < p.k ? a_vec[e >> 3] : uvec4(0u);
+  uint w[8];
+  [[unroll]] for (uint i = 0u; i < 8u; i++) {
+    uint m = A_KFAST != 0u ? gm : gm + i, k = A_KFAST != 0u ? gk + i : gk;
+    w[i] = m < mcount && k < p.k ? uint(a_elem[e + i * (A_KFAST != 0u ? p.a_sk : p.a_sm)]) : 0u;
+  }
+  return uvec4(pack2(w[0], w[1]), pack2(w[2], w[3]), pack2(w[4], w[5]), pack2(w[6], w[7]));
+}
+
+uvec4 load_b(uint u, uint b_base, uint n0, uint k0) {
+  uint gn, gk;
+  if (B_NFAST != 0u) {
+    gk = k0 + u / (BN / 8u);
+    gn = n0 + (u % (BN / 8u)) * 8u;
+  } else {
+    gn = n0 + u / (BK / 8u);
+    gk = k0 + (u % (BK / 8u)) * 8u;
+  }
+  uint e = b_base + gk * p.b_sk + gn * p.b_sn;
+  if (B_VEC != 0u)
+    return gn < p.n && gk < p.k ? b_vec[e >> 3] : uvec4(0u);
+  uint w[8];
+  [[unroll]] for (uint i = 0u; i < 8u; i++) {
+    uint n = B_NFAST != 0u ? gn + i : gn, k = B_NFAST != 0u ? gk : gk + i;
+    w[i] = n < p.n && k < p.k ? uint(b_elem[e + i * (B_NFAST != 0u ? p.b_sn : p.b_sk)]) : 0u;
+  }
+  return uvec4(pack2(w[0], w[1]), pack2(w[2], w[3]), pack2(w[4], w[5]), pack2(w[6], w[7]));
+}
+
+// Where unit u lands in a shared stage (in 16-byte units).
+uint a_slot(uint u) {
+  uint per = A_KFAST != 0u ? BK / 8u : BM / 8u;
+  return (u / per) * A_LINE + u % per;
+}
+uint b_slot(uint u) {
+  uint per = B_NFAST != 0u ? BN / 8u : BK / 8u;
+  return (u / per) * B_LINE + u % per;
+}
+
+void main() {
+  uint z, row0, m0, mcount;
+  gemm_locate(GROUPED != 0u, BM, z, row0, m0, mcount);
+  if (m0 >= mcount)
+    return; // uniform over the workgroup
+  uint n0 = gl_WorkGroupID.y * BN;
+  uint tid = gl_LocalInvocationID.x;
+  uint sg = gl_SubgroupID;
+  uint wm0 = (sg / SG_N) * WM * 16u, wn0 = (sg % SG_N) * WN * 16u;
+  uint a_base = p.a_first + z * p.a_sb + row0 * p.a_sm;
+  uint b_base = p.b_first + z * p.b_sb;
+
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[WM * WN];
+  [[unroll]] for (uint t = 0u; t < WM * WN; t++)
+    acc[t] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+
+  uvec4 ra[A_PER], rb[B_PER];
+  [[unroll]] for (uint i = 0u; i < A_PER; i++)
+    ra[i] = load_a(tid + i * WG, a_base, m0, mcount, 0u);
+  [[unroll]] for (uint i = 0u; i < B_PER; i++)
+    rb[i] = load_b(tid + i * WG, b_base, n0, 0u);
+  [[unroll]] for (uint i = 0u; i < A_PER; i++)
+    s_a[a_slot(tid + i * WG)] = ra[i];
+  [[unroll]] for (uint i = 0u; i < B_PER; i++)
+    s_b[b_slot(tid + i * WG)] = rb[i];
+  barrier();
+
+  uint steps = (p.k + BK - 1u) / BK;
+  for (uint s = 0u; s < steps; s++) {
+    uint stage = s & 1u;
+    bool more = s + 1u < steps;
+    if (more) {
+      uint k1 = (s + 1u) * BK;
+      [[unroll]] for (uint i = 0u; i < A_PER; i++)
+        ra[i] = load_a(tid + i * WG, a_base, m0, mcount, k1);
+      [[unroll]] for (uint i = 0u; i < B_PER; i++)
+        rb[i] = load_b(tid + i * WG, b_base, n0, k1);
+    }
+    uint sa0 = stage * A_STAGE, sb0 = stage * B_STAGE;
+    [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[WM], fb[WN];
+      [[unroll]] for (uint i = 0u; i < WM; i++) {
+        uint m = wm0 + i * 16u;
+        if (A_KFAST != 0u)
+          coopMatLoadNV(fa[i], s_a, sa0 + m * A_LINE + kk / 8u, A_LINE, false);
+        else
+          coopMatLoadNV(fa[i], s_a, sa0 + kk * A_LINE + m / 8u, A_LINE, true);
+      }
+      [[unroll]] for (uint j = 0u; j < WN; j++) {
+        uint n = wn0 + j * 16u;
+        if (B_NFAST != 0u)
+          coopMatLoadNV(fb[j], s_b, sb0 + kk * B_LINE + n / 8u, B_LINE, false);
+        else
+          coopMatLoadNV(fb[j], s_b, sb0 + n * B_LINE + kk / 8u, B_LINE, true);
+      }
+      [[unroll]] for (uint i = 0u; i < WM; i++)
+        [[unroll]] for (uint j = 0u; j < WN; j++)
+          acc[i * WN + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * WN + j]);
+    }
+    if (more) {
+      uint next = (stage ^ 1u);
+      [[unroll]] for (uint i = 0u; i < A_PER; i++)
+        s_a[next * A_STAGE + a_slot(tid + i * WG)] = ra[i];
+      [[unroll]] for (uint i = 0u; i < B_PER; i++)
+        s_b[next * B_STAGE + b_slot(tid + i * WG)] = rb[i];
+    }
+    barrier();
+  }
+
+  // Epilogue: each 16x16 accumulator through this subgroup's f32 tile.
+  uint lane = gl_SubgroupInvocationID, sgsize = gl_SubgroupSize;
+  uint c0 = sg * 256u;
+  [[unroll]] for (uint i = 0u; i < WM; i++) {
+    [[unroll]] for (uint j = 0u; j < WN; j++) {
+      coopMatStoreNV(acc[i * WN + j], s_c, c0, 16u, false);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      for (uint e = lane; e < 256u; e += sgsize) {
+        uint gm = m0 + wm0 + i * 16u + e / 16u, gn = n0 + wn0 + j * 16u + e % 16u;
+        if (gm < mcount && gn < p.n)
+          gemm_store(z, row0, gm, gn, s_c[c0 + e], OUT_F32 != 0u);
+      }
+      subgroupBarrier();
+    }
+  }
+}
