@@ -51,7 +51,7 @@
 
 static const cuda_kernel_info kernel_table[] = {
     TSR_GEMM_MMA_CONFIGS(KERNEL_MMA) TSR_GEMM_WGMMA_CONFIGS(KERNEL_WGMMA)
-        TSR_GEMM_TF32_CONFIGS(KERNEL_TF32){TSR_GEMM_SIMT_NAME, 0, 256},
+        TSR_GEMM_TF32_CONFIGS(KERNEL_TF32){TSR_GEMM_SIMT16_NAME, 0, 256},
     TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F32) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_BF16)
         TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F16) TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F32)
             TSR_GEMV_N_ROWS(KERNEL_GEMV_N_BF16)
@@ -147,16 +147,16 @@ int cuda_kernel_index(const char *name) {
 
 static const cuda_gemm_config gemm_configs[] = {
     TSR_GEMM_WGMMA_CONFIGS(GEMM_WGMMA) TSR_GEMM_MMA_CONFIGS(GEMM_MMA)
-        TSR_GEMM_TF32_CONFIGS(GEMM_TF32){"simt_128x128x8",
+        TSR_GEMM_TF32_CONFIGS(GEMM_TF32){"simt_128x128x16",
                                          CUDA_GEMM_SIMT,
                                          128,
                                          128,
-                                         8,
+                                         16,
                                          4,
                                          4,
                                          2,
                                          0,
-                                         {TSR_GEMM_SIMT_NAME, NULL, NULL}},
+                                         {TSR_GEMM_SIMT16_NAME, NULL, NULL}},
     {"gemv_splitk", CUDA_GEMM_GEMV, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL, NULL}},
 };
 enum { GEMM_CONFIG_COUNT = sizeof gemm_configs / sizeof gemm_configs[0] };
@@ -684,7 +684,8 @@ static void describe_gemm(const cuda_gemm_config *c, char *buf, size_t capacity)
         c->bm, c->bn, c->bk, c->warps_m, c->warps_n, c->stages, c->smem / 1024);
     break;
   case CUDA_GEMM_SIMT:
-    snprintf(buf, capacity, "true f32 FMA on CUDA cores: block 128x128x8, 8x8 outputs a thread");
+    snprintf(buf, capacity, "true f32 FMA on CUDA cores: block 128x128x%d, 8x8 outputs a thread%s",
+             c->bk, c->bk == 16 ? ", 16-byte loads of interior tiles" : "");
     break;
   case CUDA_GEMM_GEMV:
     snprintf(buf, capacity,

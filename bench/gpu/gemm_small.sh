@@ -58,16 +58,17 @@ bench() { # bench DTYPE TRANS_B M N K VARIANT...
     "$@" >>"$rows" 2>>"$log"
 }
 if has bench; then
-  bench bf16 0 1793 1793 1793 heuristic mma_128x256x32_w2x4_s3 wgmma_128x128x64_s6_ws_p
+  bench bf16 0 1793 1793 1793 heuristic mma_128x256x32_w2x4_s3
   bench bf16 0 1 8192 8192 heuristic gemv_splitk
-  bench bf16 1 1 8192 8192 heuristic gemv_splitk
-  bench bf16 0 16 4096 4096 heuristic wgmma_128x128x64_s6_ws_p gemv_splitk
+  bench bf16 1 1 8192 8192 heuristic mma_16x128x64_w1x4_s4
+  bench bf16 0 16 4096 4096 heuristic wgmma_128x128x64_s6_ws_p
   bench bf16 1 16 4096 4096 heuristic
-  bench tf32 0 4096 4096 4096 heuristic wgmma_128x128x64_s6_ws_p tf32_128x128x16_w2x4_s4
+  bench tf32 0 4096 4096 4096 heuristic tf32_128x128x16_w2x4_s4
   bench tf32 1 4096 4096 4096 heuristic
   bench f32 0 4096 4096 4096 heuristic
+  bench f32 1 4096 4096 4096 heuristic
   bench bf16 0 4096 4096 4096 heuristic
-
+  bench bf16 0 4096 4096 11008 heuristic
 fi
 
 torch_rows=$out/torch.tsv
@@ -89,7 +90,8 @@ def median_ms(fn, sets, calls=1, warmup=3, repeat=15):
     return sorted(times)[len(times) // 2]
 cases = [("bf16", 0, 1793, 1793, 1793), ("bf16", 0, 1, 8192, 8192), ("bf16", 1, 1, 8192, 8192),
          ("bf16", 0, 16, 4096, 4096), ("bf16", 1, 16, 4096, 4096), ("tf32", 0, 4096, 4096, 4096),
-         ("f32", 0, 4096, 4096, 4096), ("bf16", 0, 4096, 4096, 4096)]
+         ("f32", 0, 4096, 4096, 4096), ("f32", 1, 4096, 4096, 4096), ("bf16", 0, 4096, 4096, 4096),
+         ("bf16", 0, 4096, 4096, 11008)]
 for name, trans, m, n, k in cases:
     dt = torch.bfloat16 if name == "bf16" else torch.float32
     torch.backends.cuda.matmul.allow_tf32 = name == "tf32"

@@ -7,9 +7,14 @@
  *   unit stride ([row][k] or [k][row]) so transposes cost nothing; operands
  *   whose rows are not 16-byte aligned runs take a synchronous element loader
  *   into the same layout.
- * - True f32 (strict compute): a SIMT kernel, 128x128 tiles, 8x8 per thread.
+ *   The 16-row tile (M <= 16) splits K across blocks; the last block of a
+ *   tile sums the slices in order (splitk_gather).
+ * - True f32 (strict compute): a SIMT kernel, 128x128x16 tiles, 8x8 per
+ *   thread, 16-byte loads of interior tiles.
  * - M <= 16: GEMV kernels stream B with 16-byte loads, optionally split over
  *   K into f32 partials that tsr_gemm_splitk_reduce sums in a fixed order.
+ * - tsr_gemm_pack_b16/b32: K-major copies of operands the TMA-fed kernels
+ *   (gemm_sm90.cu) cannot load as they are.
  * Every kernel ends in the same fused epilogue: alpha, beta*C (C may be D),
  * bias, activation, conversion to D's dtype, any D strides. Grouped GEMM is
  * one launch whose blocks walk the tiles of all groups (see resolve_tile). */
@@ -442,41 +447,86 @@ TSR_DEVICE void gemm_tc_body(const gemm_params &p) {
 /* True f32 GEMM (SIMT)                                                      */
 /* ------------------------------------------------------------------------ */
 
-TSR_DEVICE void gemm_simt_body(const gemm_params &p) {
-  constexpr int BM = 128, BN = 128, BK = 8, THREADS = 256, PITCH = 132;
+/* 128x128 tiles, 16 deep, 8x8 outputs a thread; each K slice
+ * moves as 16-byte loads (4 a thread per operand) when the tile lies inside
+ * the matrices and the operand's unit stride and alignment allow, else as
+ * element loads. Shared memory [k][row] for both operands, double-buffered
+ * through registers: one barrier per 16 k. */
+struct simt_operand {
+  const float *base;
+  int64_t rows, stride_r, stride_k; /* rows: M of A or N of B */
+  bool vec_r, vec_k;                /* 16-byte loads along rows (unit row stride) or along k */
+};
+
+template <int BK>
+TSR_DEVICE void simt_fetch(const simt_operand &o, int64_t r0, int64_t k0, int64_t depth, int tid,
+                           float4 (&v)[4]) {
+  constexpr int R = 128, THREADS = 256;
+  const bool full = r0 + R <= o.rows && k0 + BK <= depth;
+#pragma unroll
+  for (int j = 0; j < R * BK / 4 / THREADS; j++) {
+    int i = tid + j * THREADS;
+    if (full && o.vec_r) { /* 4 consecutive rows at one k */
+      int kk = i / (R / 4), r = (i % (R / 4)) * 4;
+      v[j] = *(const float4 *)(o.base + (r0 + r) + (k0 + kk) * o.stride_k);
+    } else if (full && o.vec_k) { /* 4 consecutive k of one row */
+      int r = i / (BK / 4), kk = (i % (BK / 4)) * 4;
+      v[j] = *(const float4 *)(o.base + (r0 + r) * o.stride_r + (k0 + kk));
+    } else {
+      float e[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        int r, kk;
+        if (o.vec_r) {
+          kk = i / (R / 4);
+          r = (i % (R / 4)) * 4 + q;
+        } else {
+          r = i / (BK / 4);
+          kk = (i % (BK / 4)) * 4 + q;
+        }
+        int64_t gr = r0 + r, gk = k0 + kk;
+        e[q] = gr < o.rows && gk < depth ? o.base[gr * o.stride_r + gk * o.stride_k] : 0.0f;
+      }
+      v[j] = make_float4(e[0], e[1], e[2], e[3]);
+    }
+  }
+}
+
+template <int BK, int PITCH>
+TSR_DEVICE void simt_stash(const simt_operand &o, float (*tile)[PITCH], int tid,
+                           const float4 (&v)[4]) {
+  constexpr int R = 128, THREADS = 256;
+#pragma unroll
+  for (int j = 0; j < R * BK / 4 / THREADS; j++) {
+    int i = tid + j * THREADS;
+    if (o.vec_r) {
+      int kk = i / (R / 4), r = (i % (R / 4)) * 4;
+      *(float4 *)&tile[kk][r] = v[j];
+    } else {
+      int r = i / (BK / 4), kk = (i % (BK / 4)) * 4;
+      tile[kk][r] = v[j].x;
+      tile[kk + 1][r] = v[j].y;
+      tile[kk + 2][r] = v[j].z;
+      tile[kk + 3][r] = v[j].w;
+    }
+  }
+}
+
+TSR_DEVICE void gemm_simt16_body(const gemm_params &p) {
+  constexpr int BK = 16, PITCH = 132;
   __shared__ __align__(16) float a_tile[2][BK][PITCH];
   __shared__ __align__(16) float b_tile[2][BK][PITCH];
   gemm_tile t;
-  resolve_tile(p, BM, BN, t);
-  const float *a = (const float *)t.a, *b = (const float *)t.b;
+  resolve_tile(p, 128, 128, t);
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-  const bool a_rows_fast = p.a_m == 1 && p.a_k != 1;
-  const bool b_cols_fast = p.b_n == 1 || p.b_k != 1;
+  const bool a_base16 = ((uintptr_t)t.a & 15) == 0, b_base16 = ((uintptr_t)t.b & 15) == 0;
+  simt_operand a = {(const float *)t.a, t.m, p.a_m, p.a_k, false, false};
+  a.vec_r = a_base16 && p.a_m == 1 && p.a_k != 1 && (p.a_k & 3) == 0;
+  a.vec_k = a_base16 && !a.vec_r && p.a_k == 1 && (p.a_m & 3) == 0;
+  simt_operand b = {(const float *)t.b, p.n, p.b_n, p.b_k, false, false};
+  b.vec_r = b_base16 && p.b_n == 1 && p.b_k != 1 && (p.b_k & 3) == 0;
+  b.vec_k = b_base16 && !b.vec_r && p.b_k == 1 && (p.b_n & 3) == 0;
   const int64_t k_tiles = (p.k + BK - 1) / BK;
-
-  float a_next[4], b_next[4];
-  auto fetch = [&](int64_t k0) {
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      int i = tid + j * THREADS;
-      int r = a_rows_fast ? i % BM : i / BK, kk = a_rows_fast ? i / BM : i % BK;
-      int64_t gr = t.m0 + r, gk = k0 + kk;
-      a_next[j] = gr < t.m && gk < p.k ? a[gr * p.a_m + gk * p.a_k] : 0.0f;
-      int c = b_cols_fast ? i % BN : i / BK, kb = b_cols_fast ? i / BN : i % BK;
-      int64_t gc = t.n0 + c, gkb = k0 + kb;
-      b_next[j] = gc < p.n && gkb < p.k ? b[gkb * p.b_k + gc * p.b_n] : 0.0f;
-    }
-  };
-  auto stash = [&](int buffer) {
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      int i = tid + j * THREADS;
-      int r = a_rows_fast ? i % BM : i / BK, kk = a_rows_fast ? i / BM : i % BK;
-      a_tile[buffer][kk][r] = a_next[j];
-      int c = b_cols_fast ? i % BN : i / BK, kb = b_cols_fast ? i / BN : i % BK;
-      b_tile[buffer][kb][c] = b_next[j];
-    }
-  };
 
   float acc[8][8];
 #pragma unroll
@@ -485,15 +535,20 @@ TSR_DEVICE void gemm_simt_body(const gemm_params &p) {
     for (int j = 0; j < 8; j++)
       acc[i][j] = 0.0f;
 
+  float4 a_next[4], b_next[4];
   if (k_tiles > 0) {
-    fetch(0);
-    stash(0);
+    simt_fetch<BK>(a, t.m0, 0, p.k, tid, a_next);
+    simt_fetch<BK>(b, t.n0, 0, p.k, tid, b_next);
+    simt_stash<BK, PITCH>(a, a_tile[0], tid, a_next);
+    simt_stash<BK, PITCH>(b, b_tile[0], tid, b_next);
   }
   __syncthreads();
   for (int64_t kt = 0; kt < k_tiles; kt++) {
-    int buffer = (int)(kt & 1);
-    if (kt + 1 < k_tiles)
-      fetch((kt + 1) * BK);
+    const int buffer = (int)(kt & 1);
+    if (kt + 1 < k_tiles) {
+      simt_fetch<BK>(a, t.m0, (kt + 1) * BK, p.k, tid, a_next);
+      simt_fetch<BK>(b, t.n0, (kt + 1) * BK, p.k, tid, b_next);
+    }
 #pragma unroll
     for (int kk = 0; kk < BK; kk++) {
       float4 a0 = *(const float4 *)&a_tile[buffer][kk][ty * 4];
@@ -508,8 +563,10 @@ TSR_DEVICE void gemm_simt_body(const gemm_params &p) {
         for (int j = 0; j < 8; j++)
           acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
     }
-    if (kt + 1 < k_tiles)
-      stash(buffer ^ 1);
+    if (kt + 1 < k_tiles) {
+      simt_stash<BK, PITCH>(a, a_tile[buffer ^ 1], tid, a_next);
+      simt_stash<BK, PITCH>(b, b_tile[buffer ^ 1], tid, b_next);
+    }
     __syncthreads();
   }
 
@@ -727,8 +784,8 @@ TSR_GEMM_MMA_CONFIGS(TSR_DEFINE_GEMM_MMA_BOTH)
 TSR_GEMM_TF32_CONFIGS(TSR_DEFINE_GEMM_TF32)
 
 TSR_KERNEL void __launch_bounds__(256)
-    tsr_gemm_simt_f32_128x128x8(TSR_PARAMS(tsr_gpu_gemm_params) p) {
-  gemm_simt_body(p);
+    tsr_gemm_simt_f32_128x128x16(TSR_PARAMS(tsr_gpu_gemm_params) p) {
+  gemm_simt16_body(p);
 }
 
 #define TSR_DEFINE_GEMV_K(dt, T, R)                                                                \

@@ -1,4 +1,6 @@
-/* GEMM on Hopper (sm_90a) tensor cores: wgmma fed by TMA.
+/* GEMM on Hopper (sm_90a) tensor cores: wgmma fed by TMA; bf16/f16, and f32
+ * inputs as tf32 (K slices of 32 f32, both operands K-major: the host packs
+ * the others).
  *
  * A block is three warpgroups. Warpgroup 0 (the producer, its registers
  * lowered with setmaxnreg) has one thread that issues the TMA loads of each

@@ -69,7 +69,7 @@
 #define TSR_GEMM_PACK_NAME(bits) "tsr_gemm_pack_b" #bits
 #define TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S)                                                  \
   "tsr_gemm_tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
-#define TSR_GEMM_SIMT_NAME "tsr_gemm_simt_f32_128x128x8"
+#define TSR_GEMM_SIMT16_NAME "tsr_gemm_simt_f32_128x128x16"
 #define TSR_GEMV_K_NAME(dt, R) "tsr_gemv_k_" #dt "_r" #R
 #define TSR_GEMV_N_NAME(dt, R) "tsr_gemv_n_" #dt "_r" #R
 #define TSR_GEMM_SPLITK_NAME "tsr_gemm_splitk_reduce"
