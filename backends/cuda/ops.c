@@ -669,11 +669,27 @@ static uint64_t address_or_zero(const tsr_plugin_tensor *t) {
   return t->buffer ? cuda_tensor_address(t) : 0;
 }
 
+/* A norm's weight or bias can be read 16 bytes at a time along x's rows:
+ * absent, or x's dtype with a unit stride and a 16-byte aligned start. */
+static bool weight_vectorizable(const tsr_plugin_tensor *w, int32_t x_dtype) {
+  if (!w->buffer)
+    return true;
+  return w->dtype == x_dtype && (w->strides[0] == 1 || w->shape[0] <= 1) &&
+         cuda_tensor_address(w) % 16 == 0;
+}
+
 static tsr_status launch_rows(cuda_queue *queue, const char *op, tsr_gpu_rows_params *p,
                               const cuda_rows_config *c, bool may_cache) {
   if (p->rows == 0)
     return TSR_OK;
-  p->cache_row = may_cache && p->n * 4 <= CUDA_ROWS_CACHE_BYTES &&
+  /* Rows that fit the threads' registers are read once into them (see
+   * kernels/norm.cu); longer or strided rows take the shared-memory cache.
+   * Cross entropy (which never caches) streams any row length in batches of
+   * 16-byte loads. */
+  int64_t vector = 16 / element_size(p->dtype);
+  p->regs = p->vec && p->n % vector == 0 &&
+            (p->n <= (int64_t)TSR_GPU_ROW_REGS * c->threads || !may_cache);
+  p->cache_row = !p->regs && may_cache && p->n * 4 <= CUDA_ROWS_CACHE_BYTES &&
                  p->n * 4 <= queue->device->dynamic_smem_limit;
   unsigned smem = p->cache_row ? (unsigned)(p->n * 4) : 0;
   int64_t blocks = p->rows < (1 << 20) ? p->rows : (1 << 20);
@@ -712,6 +728,7 @@ static tsr_status run_rmsnorm(cuda_queue *queue, const tsr_rmsnorm_args *a,
   p.eps = a->eps;
   p.vec = rows_vectorizable(&a->x) && rows_vectorizable(&a->y) && rows_vectorizable(&a->residual) &&
           rows_vectorizable(&a->residual_out);
+  p.weight_vec = weight_vectorizable(&a->weight, a->x.dtype);
   return launch_rows(queue, "rmsnorm", &p, c, true);
 }
 
@@ -729,6 +746,8 @@ static tsr_status run_layernorm(cuda_queue *queue, const tsr_layernorm_args *a,
   p.weight_dtype = a->weight.buffer ? a->weight.dtype : a->bias.buffer ? a->bias.dtype : a->x.dtype;
   p.eps = a->eps;
   p.vec = rows_vectorizable(&a->x) && rows_vectorizable(&a->y);
+  p.weight_vec =
+      weight_vectorizable(&a->weight, a->x.dtype) && weight_vectorizable(&a->bias, a->x.dtype);
   return launch_rows(queue, "layernorm", &p, c, true);
 }
 
@@ -844,11 +863,29 @@ static tsr_status run_rope(cuda_queue *queue, const tsr_rope_args *a,
   p.dtype = a->x.dtype;
   if (p.total == 0)
     return TSR_OK;
-  /* A block per token, grid-stride beyond a few waves (see rope_body). */
   int64_t tokens = p.shape[0] * p.shape[1];
-  int64_t most = (int64_t)queue->device->props->multiprocessors * 16;
   char name[64];
   snprintf(name, sizeof name, "tsr_rope_%s", dtype_tag(p.dtype));
+  /* The 16-byte path (see rope_vec): unit channel strides, 16-byte aligned
+   * head rows, head and rotary dims in whole vectors. */
+  int64_t v = 16 / element_size(p.dtype);
+  bool vec = p.x_strides[3] == 1 && p.y_strides[3] == 1 && p.shape[3] % v == 0 &&
+             p.rotary_dim % (a->style == TSR_ROPE_NEOX ? 2 * v : v) == 0 &&
+             cuda_tensor_address(&a->x) % 16 == 0 && cuda_tensor_address(&a->y) % 16 == 0;
+  for (int d = 0; d < 3 && vec; d++)
+    vec = (p.shape[d] <= 1 || (p.x_strides[d] % v == 0 && p.y_strides[d] % v == 0));
+  if (vec) {
+    p.vec = 1;
+    int64_t slots = (a->style == TSR_ROPE_NEOX ? p.rotary_dim / 2 : p.rotary_dim) / v +
+                    (p.shape[3] - p.rotary_dim) / v;
+    int64_t groups = ceil_div(p.shape[2], TSR_GPU_ROPE_HEADS);
+    int64_t blocks = ceil_div(tokens * groups * slots, c->threads);
+    int64_t most = (int64_t)queue->device->props->multiprocessors * 32;
+    return launch_named(queue, name, (uint64_t)(blocks < most ? blocks : most), 1, 1,
+                        (unsigned)c->threads, 0, &p);
+  }
+  /* A block per token, grid-stride beyond a few waves (see rope_body). */
+  int64_t most = (int64_t)queue->device->props->multiprocessors * 16;
   return launch_named(queue, name, (uint64_t)(tokens < most ? tokens : most), 1, 1,
                       (unsigned)c->threads, 0, &p);
 }

@@ -38,3 +38,10 @@ for op in "${sanitize[@]}"; do
   timeout 120 compute-sanitizer --tool memcheck $t check --device cuda:0 --quick --op $op 2>&1 | grep -E "ERROR SUMMARY" | sed "s/^/memcheck $op: /"
   timeout 120 compute-sanitizer --tool racecheck $t check --device cuda:0 --quick --op $op 2>&1 | grep -E "RACECHECK SUMMARY|ERROR SUMMARY" | sed "s/^/racecheck $op: /"
 done
+# TUNE_ROWS=1: every row variant of the row ops at the acceptance shapes.
+if [ "${TUNE_ROWS:-0}" = 1 ]; then
+  for spec in "rmsnorm 16384x8192" "softmax 16384x8192" "cross_entropy 16384x8192" "layernorm 16384x8192" "rope 4x4096x32x128"; do
+    set -- $spec
+    timeout 60 $t tune --device cuda:0 --op $1 --dtype bf16 --shape $2 --db "$out/tune.tsv" 2>&1 | grep -E "^(rows|elementwise)_" | sed "s/^/tune $1: /"
+  done
+fi

@@ -78,7 +78,103 @@ template <typename T> TSR_DEVICE void gelu_body(const elementwise_params &p) {
  * pair was most of the old kernel's time, with 64-bit index division per
  * pair); then the block's threads walk the token's heads x pairs, pair
  * index fastest, so neighbouring threads touch neighbouring channels. */
+/* The 16-byte path (vec): unit channel stride, 16-byte aligned head rows,
+ * head_dim a multiple of V = 16 / sizeof(T) and rotary_dim of 2V (neox) or
+ * V (gpt-j). A thread's item is (token, group of TSR_GPU_ROPE_HEADS heads,
+ * slot), slot fastest so neighbouring threads touch neighbouring 16 bytes:
+ * a rotating slot is V channel pairs (neox: channels [sV, sV + V) with
+ * their partners rotary_dim / 2 further; gpt-j: V channels, V / 2 adjacent
+ * pairs), a copying slot V channels past rotary_dim. The slot's sines and
+ * cosines are computed once and serve its heads; every load of the item is
+ * issued before the first store; no shared memory, no barrier. */
+template <typename T> TSR_DEVICE void rope_vec(const elementwise_params &p) {
+  constexpr int V = 16 / (int)sizeof(T);
+  constexpr int HPT = TSR_GPU_ROPE_HEADS;
+  const int heads = (int)p.shape[2], dim = (int)p.shape[3];
+  const int half_rot = p.rotary_dim / 2;
+  const bool neox = p.style == 0;
+  const int rot_slots = neox ? half_rot / V : p.rotary_dim / V;
+  const int slots = rot_slots + (dim - p.rotary_dim) / V;
+  const int groups = (heads + HPT - 1) / HPT;
+  const int64_t items = p.shape[0] * p.shape[1] * groups * slots;
+  const T *x = (const T *)p.x;
+  T *y = (T *)p.y;
+  for (int64_t item = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; item < items;
+       item += (int64_t)gridDim.x * blockDim.x) {
+    const int slot = (int)(item % slots);
+    const int64_t rest = item / slots;
+    const int group = (int)(rest % groups);
+    const int64_t token = rest / groups;
+    const int64_t batch = token / p.shape[1], s = token % p.shape[1];
+    const bool rotate = slot < rot_slots;
+    const int c0 = rotate ? slot * V : p.rotary_dim + (slot - rot_slots) * V;
+    const int c1 = c0 + half_rot; /* neox partner chunk */
+    const bool two = rotate && neox;
+    float sine[V], cosine[V];
+    if (rotate) {
+      const float position = (float)(p.position_offset + s);
+      /* neox: element i pairs with its partner (pair c0 + i); gpt-j:
+       * elements 2k, 2k + 1 are pair c0 / 2 + k. */
+#pragma unroll
+      for (int i = 0; i < V; i++) {
+        const int pair = neox ? c0 + i : c0 / 2 + i / 2;
+        if (!neox && (i & 1)) {
+          sine[i] = sine[i - 1];
+          cosine[i] = cosine[i - 1];
+          continue;
+        }
+        float inv_freq = exp2f(-(float)(2 * pair) / (float)p.rotary_dim * p.log2_theta);
+        sincosf(position * inv_freq, &sine[i], &cosine[i]);
+      }
+    }
+    const T *xt = x + batch * p.x_strides[0] + s * p.x_strides[1];
+    T *yt = y + batch * p.y_strides[0] + s * p.y_strides[1];
+    uint4 ra[HPT], rb[HPT];
+#pragma unroll
+    for (int j = 0; j < HPT; j++) {
+      const int h = group * HPT + j;
+      if (h < heads) {
+        ra[j] = *(const uint4 *)(xt + h * p.x_strides[2] + c0);
+        if (two)
+          rb[j] = *(const uint4 *)(xt + h * p.x_strides[2] + c1);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < HPT; j++) {
+      const int h = group * HPT + j;
+      if (h >= heads)
+        continue;
+      float a[V], b[V];
+      tsr_vec16<T>::load(&ra[j], a);
+      if (two) {
+        tsr_vec16<T>::load(&rb[j], b);
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+          const float ra_ = a[i] * cosine[i] - b[i] * sine[i];
+          const float rb_ = b[i] * cosine[i] + a[i] * sine[i];
+          a[i] = ra_;
+          b[i] = rb_;
+        }
+        tsr_vec16<T>::store(yt + h * p.y_strides[2] + c1, b);
+      } else if (rotate) {
+#pragma unroll
+        for (int i = 0; i < V; i += 2) {
+          const float ra_ = a[i] * cosine[i] - a[i + 1] * sine[i];
+          const float rb_ = a[i + 1] * cosine[i] + a[i] * sine[i];
+          a[i] = ra_;
+          a[i + 1] = rb_;
+        }
+      }
+      tsr_vec16<T>::store(yt + h * p.y_strides[2] + c0, a);
+    }
+  }
+}
+
 template <typename T> TSR_DEVICE void rope_body(const elementwise_params &p) {
+  if (p.vec) {
+    rope_vec<T>(p);
+    return;
+  }
   __shared__ float sines[TSR_ROPE_TABLE_PAIRS], cosines[TSR_ROPE_TABLE_PAIRS];
   const int64_t tokens = p.shape[0] * p.shape[1];
   const int half_dim = (int)(p.shape[3] / 2);

@@ -163,7 +163,12 @@ typedef struct tsr_gpu_rows_params {
   int32_t weight_dtype; /* weight and bias */
   int32_t vec;          /* every row tensor: unit row stride, 16-byte aligned rows */
   int32_t cache_row;    /* the row (f32) fits the block's shared memory */
+  int32_t regs;         /* vec, n a multiple of the vector, n <= TSR_GPU_ROW_REGS x threads:
+                           the row lives in registers (one read, one write) */
+  int32_t weight_vec;   /* weight (and bias): x's dtype, unit stride, 16-byte aligned */
 } tsr_gpu_rows_params;
+/* Elements of a row each thread holds in registers on the register path. */
+#define TSR_GPU_ROW_REGS 32
 
 /* ---- elementwise: swiglu, gelu, rope ---- */
 
@@ -178,7 +183,10 @@ typedef struct tsr_gpu_elementwise_params {
   int32_t style;           /* rope: 0 neox, 1 gpt-j */
   int32_t approximate;     /* gelu: 0 erf, 1 tanh */
   int32_t dtype;
-  int32_t vec; /* all dense row-major, 16-byte aligned: flat vector loop */
+  int32_t vec; /* all dense row-major, 16-byte aligned: flat vector loop; rope: the
+                  16-byte path (unit channel stride, 16-byte aligned heads) */
 } tsr_gpu_elementwise_params;
+/* RoPE's 16-byte path: heads per thread (sines and cosines reused across them). */
+#define TSR_GPU_ROPE_HEADS 4
 
 #endif /* TESSERA_CUDA_KERNEL_PARAMS_H */

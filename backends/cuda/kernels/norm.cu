@@ -1,5 +1,13 @@
 /* Row ops: RMSNorm (+ residual add), LayerNorm, softmax, cross entropy.
- * One block per row (grid-stride over rows). Rows are read once: the row,
+ * One block per row (grid-stride over rows).
+ * Register path (regs: 16-byte accessible rows of a multiple of 8 (16-bit)
+ * or 4 (f32) elements, at most TSR_GPU_ROW_REGS per thread): each thread
+ * loads its 16-byte chunks of the row (chunk j * threads + t) into
+ * registers, all loads issued before the first use; the statistics are
+ * warp shuffles plus one shared-memory exchange per reduction; the output
+ * is written from the registers with streaming stores. One read and one
+ * write of the row, nothing through shared memory.
+ * Otherwise (strided or long rows) rows are read once: the row,
  * in f32, stays in the block's shared memory between the statistics pass
  * and the output pass when it fits (cache_row), and is read again from
  * global memory otherwise. Accesses are 16 bytes wide when every row tensor
@@ -87,6 +95,337 @@ TSR_DEVICE max_sum block_max_sum(max_sum v, float *scratch) {
   return v;
 }
 
+/* ---- register path ---- */
+
+/* Sum / max over the block (blockDim.x a multiple of the warp); every
+ * thread gets the result. One shared exchange; `scratch` holds a slot per
+ * warp and may be reused after the call (the trailing barrier). */
+TSR_DEVICE float block_reduce_sum(float v, float *scratch) {
+  const int lane = threadIdx.x % TSR_GPU_WARP, warp = threadIdx.x / TSR_GPU_WARP;
+  const int warps = blockDim.x / TSR_GPU_WARP;
+  v = tsr_warp_sum(v);
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < warps; w++)
+    total += scratch[w];
+  __syncthreads();
+  return total;
+}
+TSR_DEVICE float block_reduce_max(float v, float *scratch) {
+  const int lane = threadIdx.x % TSR_GPU_WARP, warp = threadIdx.x / TSR_GPU_WARP;
+  const int warps = blockDim.x / TSR_GPU_WARP;
+  v = tsr_warp_max(v);
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  float total = -INFINITY;
+  for (int w = 0; w < warps; w++)
+    total = fmaxf(total, scratch[w]);
+  __syncthreads();
+  return total;
+}
+
+/* 16 bytes from f32, stored with an evict-first hint (written once, not
+ * read again by this kernel). */
+template <typename T> TSR_DEVICE void store16_streaming(T *p, const float *in) {
+#if defined(__HIPCC__)
+  tsr_vec16<T>::store(p, in);
+#else
+  uint4 raw;
+  tsr_vec16<T>::store(&raw, in);
+  __stcs((uint4 *)p, raw);
+#endif
+}
+
+/* A row's chunks held by one thread: chunk j is the row's 16-byte chunk
+ * j * blockDim.x + threadIdx.x; `live` counts the chunks this thread has. */
+template <typename T> struct row_regs {
+  static constexpr int V = 16 / (int)sizeof(T);
+  static constexpr int R = TSR_GPU_ROW_REGS / V;
+  float v[R][V];
+  __device__ __forceinline__ int64_t chunk(int j) const {
+    return (int64_t)j * blockDim.x + threadIdx.x;
+  }
+  /* Loads x (+ residual) of the row; chunks past the row are `fill`. */
+  __device__ __forceinline__ void load(const T *x, const T *res, int64_t chunks, float fill) {
+    uint4 raw[R], raw_res[R];
+#pragma unroll
+    for (int j = 0; j < R; j++)
+      if (chunk(j) < chunks) {
+        raw[j] = *(const uint4 *)(x + chunk(j) * V);
+        if (res)
+          raw_res[j] = *(const uint4 *)(res + chunk(j) * V);
+      }
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      if (chunk(j) < chunks) {
+        tsr_vec16<T>::load(&raw[j], v[j]);
+        if (res) {
+          float add[V];
+          tsr_vec16<T>::load(&raw_res[j], add);
+#pragma unroll
+          for (int i = 0; i < V; i++)
+            v[j][i] += add[i];
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < V; i++)
+          v[j][i] = fill;
+      }
+    }
+  }
+};
+
+/* The 16-byte weight vectors of a thread's chunks, loaded together with
+ * the row (before the reduction, so their latency hides behind it). */
+template <typename T> struct weight_regs {
+  static constexpr int V = 16 / (int)sizeof(T);
+  static constexpr int R = TSR_GPU_ROW_REGS / V;
+  uint4 raw[R];
+  __device__ __forceinline__ void load(const rows_params &p, uint64_t base, int64_t chunks) {
+    if (!base || !p.weight_vec)
+      return;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      const int64_t c = (int64_t)j * blockDim.x + threadIdx.x;
+      if (c < chunks) {
+#if defined(__HIPCC__)
+        raw[j] = *(const uint4 *)((const T *)base + c * V);
+#else
+        raw[j] = __ldg((const uint4 *)((const T *)base + c * V));
+#endif
+      }
+    }
+  }
+  /* weight[e .. e + V) of chunk j as f32 (`absent` where there is none). */
+  __device__ __forceinline__ void get(const rows_params &p, uint64_t base, int64_t stride, int j,
+                                      int64_t e, float *w, float absent) const {
+    if (!base) {
+#pragma unroll
+      for (int i = 0; i < V; i++)
+        w[i] = absent;
+    } else if (p.weight_vec) {
+      tsr_vec16<T>::load(&raw[j], w);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; i++)
+        w[i] = tsr_load_any((const void *)base, p.weight_dtype, (e + i) * stride);
+    }
+  }
+};
+
+/* weight[e .. e + V) as f32 (1 where there is no weight). */
+template <typename T>
+TSR_DEVICE void weights_at(const rows_params &p, uint64_t base, int64_t stride, int64_t e, float *w,
+                           float absent) {
+  constexpr int V = 16 / (int)sizeof(T);
+  if (!base) {
+#pragma unroll
+    for (int i = 0; i < V; i++)
+      w[i] = absent;
+  } else if (p.weight_vec) {
+#if defined(__HIPCC__)
+    uint4 raw = *(const uint4 *)((const T *)base + e);
+#else
+    uint4 raw = __ldg((const uint4 *)((const T *)base + e));
+#endif
+    tsr_vec16<T>::load(&raw, w);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; i++)
+      w[i] = tsr_load_any((const void *)base, p.weight_dtype, (e + i) * stride);
+  }
+}
+
+template <typename T> TSR_DEVICE void rmsnorm_regs(const rows_params &p) {
+  constexpr int V = row_regs<T>::V, R = row_regs<T>::R;
+  __shared__ float scratch[32];
+  const int64_t chunks = p.n / V;
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const T *x = (const T *)p.x + row_offset(p.lead, p.x_lead, r);
+    const T *res =
+        p.residual ? (const T *)p.residual + row_offset(p.lead, p.residual_lead, r) : nullptr;
+    T *y = (T *)p.y + row_offset(p.lead, p.y_lead, r);
+    T *res_out =
+        p.residual_out ? (T *)p.residual_out + row_offset(p.lead, p.residual_out_lead, r) : nullptr;
+    row_regs<T> h;
+    h.load(x, res, chunks, 0.0f);
+    weight_regs<T> wr;
+    wr.load(p, p.weight, chunks);
+    float squares = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++)
+#pragma unroll
+      for (int i = 0; i < V; i++)
+        squares = fmaf(h.v[j][i], h.v[j][i], squares);
+    if (res_out) {
+#pragma unroll
+      for (int j = 0; j < R; j++)
+        if (h.chunk(j) < chunks)
+          store16_streaming<T>(res_out + h.chunk(j) * V, h.v[j]);
+    }
+    const float inverse_rms = rsqrtf(block_reduce_sum(squares, scratch) / (float)p.n + p.eps);
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      if (h.chunk(j) >= chunks)
+        continue;
+      float w[V];
+      wr.get(p, p.weight, p.weight_stride, j, h.chunk(j) * V, w, 1.0f);
+#pragma unroll
+      for (int i = 0; i < V; i++)
+        h.v[j][i] = h.v[j][i] * inverse_rms * w[i];
+      store16_streaming<T>(y + h.chunk(j) * V, h.v[j]);
+    }
+  }
+}
+
+template <typename T> TSR_DEVICE void layernorm_regs(const rows_params &p) {
+  constexpr int V = row_regs<T>::V, R = row_regs<T>::R;
+  __shared__ float scratch[32];
+  const int64_t chunks = p.n / V;
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const T *x = (const T *)p.x + row_offset(p.lead, p.x_lead, r);
+    T *y = (T *)p.y + row_offset(p.lead, p.y_lead, r);
+    row_regs<T> h;
+    h.load(x, nullptr, chunks, 0.0f);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++)
+#pragma unroll
+      for (int i = 0; i < V; i++)
+        sum += h.v[j][i];
+    const float mean = block_reduce_sum(sum, scratch) / (float)p.n;
+    float squares = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++)
+      if (h.chunk(j) < chunks)
+#pragma unroll
+        for (int i = 0; i < V; i++)
+          squares = fmaf(h.v[j][i] - mean, h.v[j][i] - mean, squares);
+    const float inverse_std = rsqrtf(block_reduce_sum(squares, scratch) / (float)p.n + p.eps);
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      if (h.chunk(j) >= chunks)
+        continue;
+      float w[V], b[V];
+      weights_at<T>(p, p.weight, p.weight_stride, h.chunk(j) * V, w, 1.0f);
+      weights_at<T>(p, p.bias, p.bias_stride, h.chunk(j) * V, b, 0.0f);
+#pragma unroll
+      for (int i = 0; i < V; i++)
+        h.v[j][i] = (h.v[j][i] - mean) * inverse_std * w[i] + b[i];
+      store16_streaming<T>(y + h.chunk(j) * V, h.v[j]);
+    }
+  }
+}
+
+template <typename T> TSR_DEVICE void softmax_regs(const rows_params &p) {
+  constexpr int V = row_regs<T>::V, R = row_regs<T>::R;
+  __shared__ float scratch[32];
+  const int64_t chunks = p.n / V;
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const T *x = (const T *)p.x + row_offset(p.lead, p.x_lead, r);
+    T *y = (T *)p.y + row_offset(p.lead, p.y_lead, r);
+    row_regs<T> h;
+    h.load(x, nullptr, chunks, -INFINITY);
+    float top = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < R; j++)
+      if (h.chunk(j) < chunks)
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+          h.v[j][i] *= p.scale;
+          top = fmaxf(top, h.v[j][i]);
+        }
+    top = block_reduce_max(top, scratch);
+    /* A fully masked row (max -inf) gives zeros, as the reference does. */
+    const float shift = top == -INFINITY ? 0.0f : top;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++)
+      if (h.chunk(j) < chunks)
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+          h.v[j][i] = expf(h.v[j][i] - shift);
+          sum += h.v[j][i];
+        }
+    sum = block_reduce_sum(sum, scratch);
+    const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      if (h.chunk(j) >= chunks)
+        continue;
+#pragma unroll
+      for (int i = 0; i < V; i++)
+        h.v[j][i] *= inverse;
+      store16_streaming<T>(y + h.chunk(j) * V, h.v[j]);
+    }
+  }
+}
+
+/* Cross entropy reads the row once and keeps nothing: each thread takes
+ * batches of R of its 16-byte chunks (all R loads in flight before the
+ * first use), folds each batch into a running (max, sum of exp) pair, and
+ * the block merges the pairs. Any row length; no registers held per row. */
+template <typename T> TSR_DEVICE void cross_entropy_regs(const rows_params &p) {
+  constexpr int V = row_regs<T>::V, R = row_regs<T>::R;
+  __shared__ float scratch[64];
+  const int64_t chunks = p.n / V;
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const T *x = (const T *)p.x + row_offset(p.lead, p.x_lead, r);
+    max_sum running = {-INFINITY, 0.0f};
+    for (int64_t base = threadIdx.x; base < chunks; base += (int64_t)R * blockDim.x) {
+      uint4 raw[R];
+#pragma unroll
+      for (int j = 0; j < R; j++)
+        if (base + (int64_t)j * blockDim.x < chunks)
+          raw[j] = *(const uint4 *)(x + (base + (int64_t)j * blockDim.x) * V);
+      float top = -INFINITY;
+      float v[R][V];
+#pragma unroll
+      for (int j = 0; j < R; j++) {
+        const bool live = base + (int64_t)j * blockDim.x < chunks;
+        if (live)
+          tsr_vec16<T>::load(&raw[j], v[j]);
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+          if (!live)
+            v[j][i] = -INFINITY;
+          top = fmaxf(top, v[j][i]);
+        }
+      }
+      if (top == -INFINITY)
+        continue;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < R; j++)
+#pragma unroll
+        for (int i = 0; i < V; i++)
+          sum += expf(v[j][i] - top);
+      running = merge(running, {top, sum});
+    }
+    const max_sum total = block_max_sum(running, scratch);
+    const float top = total.max, sum = total.sum;
+    if (threadIdx.x == 0) {
+      float lse = top + logf(sum);
+      int64_t target = ((const int32_t *)p.targets)[r * p.targets_stride];
+      float loss;
+      if (target == p.ignore_index) {
+        loss = 0.0f;
+      } else if (target < 0 || target >= p.n) {
+        loss = NAN;
+        atomicMin((int *)p.status, r < 0x7fffffff ? (int)r : 0x7fffffff);
+      } else {
+        loss = lse - tsr_elem<T>::to_float(x[target]);
+      }
+      ((float *)p.loss)[r * p.loss_stride] = loss;
+      if (p.lse)
+        ((float *)p.lse)[r * p.lse_stride] = lse;
+    }
+  }
+}
+
 /* Visits the row's elements in a fixed thread partition: f(index, count,
  * values) gets V consecutive elements (vector path) or one. */
 template <typename T, typename F> TSR_DEVICE void for_row(const rows_params &p, F &&f) {
@@ -125,6 +464,10 @@ TSR_DEVICE float weight_at(const rows_params &p, uint64_t base, int64_t stride, 
 }
 
 template <typename T> TSR_DEVICE void rmsnorm_body(const rows_params &p) {
+  if (p.regs) {
+    rmsnorm_regs<T>(p);
+    return;
+  }
   constexpr int V = 16 / (int)sizeof(T);
   extern __shared__ __align__(16) float row_cache[];
   __shared__ float scratch[64];
@@ -173,6 +516,10 @@ template <typename T> TSR_DEVICE void rmsnorm_body(const rows_params &p) {
 }
 
 template <typename T> TSR_DEVICE void layernorm_body(const rows_params &p) {
+  if (p.regs) {
+    layernorm_regs<T>(p);
+    return;
+  }
   constexpr int V = 16 / (int)sizeof(T);
   extern __shared__ __align__(16) float row_cache[];
   __shared__ float scratch[64];
@@ -221,6 +568,10 @@ template <typename T> TSR_DEVICE void layernorm_body(const rows_params &p) {
 }
 
 template <typename T> TSR_DEVICE void softmax_body(const rows_params &p) {
+  if (p.regs) {
+    softmax_regs<T>(p);
+    return;
+  }
   constexpr int V = 16 / (int)sizeof(T);
   extern __shared__ __align__(16) float row_cache[];
   __shared__ float scratch[64];
@@ -261,6 +612,10 @@ template <typename T> TSR_DEVICE void softmax_body(const rows_params &p) {
  * outside [0, n) gets NaN and records the smallest such row in the queue's
  * status word, which queue_finish reports. */
 template <typename T> TSR_DEVICE void cross_entropy_body(const rows_params &p) {
+  if (p.regs) {
+    cross_entropy_regs<T>(p);
+    return;
+  }
   constexpr int V = 16 / (int)sizeof(T);
   __shared__ float scratch[64];
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
