@@ -4,9 +4,10 @@
  * command buffer returns to the queue's spares once the timeline passes it.
  * Every recorded command is preceded by a full compute/transfer memory
  * barrier, so ops and copies on a queue see each other's writes in order.
- * Work is submitted when a transfer, event or finish needs it, and every 64
- * commands so the device starts while the host records more. Events are
- * timeline values plus a timestamp query. */
+ * Work is submitted when a transfer, an event wait or finish needs it, and
+ * every 64 commands so the device starts while the host records more.
+ * Events are timeline values plus a timestamp query, recorded without a
+ * submission of their own. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -565,8 +566,11 @@ tsr_status vulkan_queue_finish(void *handle) {
 /* Events                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* The event is the timeline value of a submission that ends with a
- * timestamp written after all earlier work. */
+/* An event is a timestamp in the open command buffer and the timeline value
+ * that buffer will signal. It is not submitted here: a submission per event
+ * left the device idle between the start event's submission and the op's,
+ * and event pairs timed that idle time (host recording, submit latency)
+ * with the op. */
 tsr_status vulkan_event_record(void *handle, void **out) {
   vulkan_queue *queue = handle;
   vulkan_device *device = queue->device;
@@ -576,50 +580,78 @@ tsr_status vulkan_event_record(void *handle, void **out) {
     return TSR_ERROR_OUT_OF_MEMORY;
   }
   event->queue = queue;
-  event->query = UINT32_MAX;
+  event->serial = UINT64_MAX;
   tsr_status status = prepare(queue);
   if (status == TSR_OK && queue->timestamps) {
-    event->query = queue->next_query;
-    queue->next_query = (queue->next_query + 1) % QUERY_COUNT;
-    device->vk.vkCmdResetQueryPool(queue->open, queue->timestamps, event->query, 1);
+    event->serial = queue->queries_used++;
+    uint32_t query = (uint32_t)(event->serial % QUERY_COUNT);
+    device->vk.vkCmdResetQueryPool(queue->open, queue->timestamps, query, 1);
+    /* After the barrier prepare() recorded: every earlier command is done. */
     device->vk.vkCmdWriteTimestamp(queue->open, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
-                                   queue->timestamps, event->query);
+                                   queue->timestamps, query);
   }
-  if (status == TSR_OK)
-    status = vulkan_queue_flush(queue, false);
   if (status != TSR_OK) {
     free(event);
     return status;
   }
-  event->value = queue->submitted;
+  /* The open command buffer signals submitted + 1 when it is submitted. */
+  event->value = queue->submitted + 1;
+  status = recorded(queue);
+  if (status != TSR_OK) {
+    free(event);
+    return status;
+  }
   *out = event;
+  return TSR_OK;
+}
+
+/* Submits the command buffer holding `event` if it is still open. */
+static tsr_status submit_event(const vulkan_event *event) {
+  if (event->value > event->queue->submitted)
+    return vulkan_queue_flush(event->queue, false);
   return TSR_OK;
 }
 
 tsr_status vulkan_event_wait(void *handle) {
   vulkan_event *event = handle;
+  tsr_status status = submit_event(event);
+  if (status != TSR_OK)
+    return status;
   return wait_value(event->queue, event->value);
 }
 
 tsr_status vulkan_event_elapsed_ms(void *start_handle, void *end_handle, double *ms) {
   vulkan_event *start = start_handle, *end = end_handle;
-  vulkan_device *device = start->queue->device;
-  if (start->query == UINT32_MAX || end->query == UINT32_MAX || start->queue != end->queue) {
+  vulkan_queue *queue = start->queue;
+  vulkan_device *device = queue->device;
+  if (start->serial == UINT64_MAX || end->serial == UINT64_MAX || queue != end->queue) {
     vulkan_set_error(device->plugin, "vulkan: %s",
-                     start->queue != end->queue
+                     queue != end->queue
                          ? "events of two different queues cannot be timed against each other"
                          : "this device's compute queue has no timestamps");
     return TSR_ERROR_UNSUPPORTED;
   }
-  tsr_status status = wait_value(end->queue, end->value > start->value ? end->value : start->value);
+  uint64_t oldest = start->serial < end->serial ? start->serial : end->serial;
+  if (queue->queries_used - oldest > QUERY_COUNT) {
+    vulkan_set_error(device->plugin,
+                     "vulkan: an event is more than %d events old; its timestamp was reused",
+                     QUERY_COUNT);
+    return TSR_ERROR_INVALID_VALUE;
+  }
+  tsr_status status = submit_event(start);
+  if (status == TSR_OK)
+    status = submit_event(end);
+  if (status == TSR_OK)
+    status = wait_value(queue, end->value > start->value ? end->value : start->value);
   if (status != TSR_OK)
     return status;
   uint64_t ticks[2];
   VkResult result = VK_SUCCESS;
   for (int i = 0; i < 2 && result == VK_SUCCESS; i++)
-    result = device->vk.vkGetQueryPoolResults(
-        device->handle, start->queue->timestamps, i ? end->query : start->query, 1, sizeof ticks[i],
-        &ticks[i], sizeof ticks[i], VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    result = device->vk.vkGetQueryPoolResults(device->handle, queue->timestamps,
+                                              (uint32_t)((i ? end : start)->serial % QUERY_COUNT),
+                                              1, sizeof ticks[i], &ticks[i], sizeof ticks[i],
+                                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
   if (result != VK_SUCCESS)
     return vulkan_fail(device->plugin, result, "reading timestamps");
   uint32_t bits = device->props->timestamp_bits;

@@ -175,9 +175,11 @@ typedef struct vulkan_queue {
   uint32_t flight_count, flight_capacity;
   VkCommandBuffer *spare;
   uint32_t spare_count, spare_capacity;
-  /* Timestamps for events: a pool of queries used round-robin. */
+  /* Timestamps for events: a pool of queries used round-robin; queries_used
+   * counts every query handed out, so an event can tell its query was
+   * reused. */
   VkQueryPool timestamps;
-  uint32_t next_query;
+  uint64_t queries_used;
   /* Staging memory for reads and writes when buffers are not mapped. */
   vulkan_buffer *staging;
   /* Scratch for ops (vulkan_queue_scratch), grown on demand. */
@@ -190,11 +192,13 @@ typedef struct vulkan_queue {
   tsr_status failed; /* a submission error, returned by queue_finish */
 } vulkan_queue;
 
+/* An event is recorded into the queue's open command buffer and submitted
+ * with the work after it (event_wait and elapsed_ms submit it if nothing
+ * else has), so no host time between two events is counted. */
 typedef struct vulkan_event {
   vulkan_queue *queue;
-  uint64_t value; /* timeline value after which the event has happened */
-  uint32_t query; /* timestamp query index, UINT32_MAX when untimed */
-  uint32_t epoch; /* queue->next_query wraps: see event_elapsed_ms */
+  uint64_t value;  /* timeline value after which the event has happened */
+  uint64_t serial; /* queries_used when recorded; UINT64_MAX when untimed */
 } vulkan_event;
 
 /* A storage-buffer binding: the buffer's VkBuffer, a byte offset that is a
@@ -301,6 +305,9 @@ tsr_status vulkan_queue_flush(vulkan_queue *queue, bool wait);
 
 tsr_status vulkan_ops_variants(const vulkan_device *device, tsr_op op, const void *args,
                                tsr_plugin_variant_list *out, char *why, size_t why_capacity);
+/* op_supported of a fused op without building its variant list. */
+tsr_status vulkan_ops_supported(const vulkan_device *device, tsr_op op, const void *args, char *why,
+                                size_t why_capacity);
 tsr_status vulkan_ops_run(vulkan_queue *queue, tsr_op op, const void *args, const char *variant);
 
 /* ---- GEMM, grouped GEMM, attention (ops_matrix.c, the other half) ----
