@@ -30,23 +30,36 @@ const char *vulkan_config_class_name(vulkan_config_class c) {
   return c < VULKAN_CLASS_COUNT_ ? names[c] : "generic";
 }
 
+/* Bounded copy: op_variants runs on every op call, snprintf("%s") is slower. */
+static void copy_string(char *dst, size_t capacity, const char *src) {
+  size_t n = strlen(src);
+  if (n >= capacity)
+    n = capacity - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
 bool vulkan_put_variant(tsr_plugin_variant_list *out, const char *name, const char *description) {
   if (out->count >= TSR_PLUGIN_MAX_VARIANTS)
     return false;
   tsr_plugin_variant *v = &out->variants[out->count++];
-  snprintf(v->name, sizeof v->name, "%s", name);
-  snprintf(v->description, sizeof v->description, "%s", description);
+  copy_string(v->name, sizeof v->name, name);
+  copy_string(v->description, sizeof v->description, description);
   return true;
 }
 
 /* Every config any class may list; each class's table picks from these. */
-static const vulkan_fused_config rows_configs[] = {{"rows_t64", 64},
-                                                   {"rows_t128", 128},
-                                                   {"rows_t256", 256},
-                                                   {"rows_t512", 512},
-                                                   {"rows_t1024", 1024}};
+#define ROWS_UNITS " invocations per row, up to 8 16-byte units each in registers"
+#define ELEMENTWISE_UNITS " invocations per workgroup, 4 elements each when contiguous and aligned"
+static const vulkan_fused_config rows_configs[] = {{"rows_t64", 64, "64" ROWS_UNITS},
+                                                   {"rows_t128", 128, "128" ROWS_UNITS},
+                                                   {"rows_t256", 256, "256" ROWS_UNITS},
+                                                   {"rows_t512", 512, "512" ROWS_UNITS},
+                                                   {"rows_t1024", 1024, "1024" ROWS_UNITS}};
 static const vulkan_fused_config elementwise_configs[] = {
-    {"elementwise_t64", 64}, {"elementwise_t128", 128}, {"elementwise_t256", 256}};
+    {"elementwise_t64", 64, "64" ELEMENTWISE_UNITS},
+    {"elementwise_t128", 128, "128" ELEMENTWISE_UNITS},
+    {"elementwise_t256", 256, "256" ELEMENTWISE_UNITS}};
 enum { ROWS_CONFIGS = 5, ELEMENTWISE_CONFIGS = 3 };
 
 /* Per class: the smallest and largest row workgroup, and the elementwise
@@ -80,25 +93,26 @@ static int rows_pick(const vulkan_device_props *p, int64_t n) {
   return pick;
 }
 
+/* Whether the class lists row config i on this device. */
+static bool rows_listed(const vulkan_device_props *p, const class_table *t, int i) {
+  uint32_t threads = rows_configs[i].threads;
+  return threads >= t->rows_min && threads <= t->rows_max &&
+         threads <= p->max_workgroup_invocations;
+}
+
 void vulkan_fused_variants(const vulkan_device_props *p, tsr_op op, int64_t n,
                            tsr_plugin_variant_list *out) {
   vulkan_config_class c = vulkan_config_class_of(p);
   const class_table *t = &tables[c];
   out->count = 0;
-  char description[160];
   if (is_row_op(op)) {
     int pick = rows_pick(p, n);
     for (int i = 0; i < ROWS_CONFIGS; i++) {
-      const vulkan_fused_config *cfg = &rows_configs[i];
-      if (cfg->threads < t->rows_min || cfg->threads > t->rows_max ||
-          cfg->threads > p->max_workgroup_invocations)
+      if (!rows_listed(p, t, i))
         continue;
-      snprintf(description, sizeof description,
-               "%u invocations per row, up to %d 4-element units each in registers", cfg->threads,
-               VULKAN_ROWS_MAX_ITEMS);
       if (i == pick)
         out->heuristic = (int32_t)out->count;
-      vulkan_put_variant(out, cfg->variant, description);
+      vulkan_put_variant(out, rows_configs[i].variant, rows_configs[i].description);
     }
     snprintf(out->reason, sizeof out->reason,
              "%s table: about 16 elements per invocation for rows of %lld, within %u..%u",
@@ -106,34 +120,34 @@ void vulkan_fused_variants(const vulkan_device_props *p, tsr_op op, int64_t n,
     return;
   }
   for (int i = 0; i < ELEMENTWISE_CONFIGS; i++) {
-    const vulkan_fused_config *cfg = &elementwise_configs[i];
-    snprintf(description, sizeof description,
-             "%u invocations per workgroup, 4 elements each "
-             "when contiguous and aligned",
-             cfg->threads);
     if (i == t->elementwise)
       out->heuristic = (int32_t)out->count;
-    vulkan_put_variant(out, cfg->variant, description);
+    vulkan_put_variant(out, elementwise_configs[i].variant, elementwise_configs[i].description);
   }
   snprintf(out->reason, sizeof out->reason, "%s table: %s", vulkan_config_class_name(c),
            elementwise_configs[t->elementwise].variant);
 }
 
+/* No list is built: this runs on every op call. */
 const vulkan_fused_config *vulkan_fused_config_of(const vulkan_device_props *p, tsr_op op,
                                                   int64_t n, const char *name) {
-  tsr_plugin_variant_list list;
-  memset(&list, 0, sizeof list);
-  vulkan_fused_variants(p, op, n, &list);
-  const char *chosen = name ? name : list.variants[list.heuristic].name;
-  bool listed = false;
-  for (uint32_t i = 0; i < list.count && !listed; i++)
-    listed = strcmp(list.variants[i].name, chosen) == 0;
-  if (!listed)
+  const class_table *t = &tables[vulkan_config_class_of(p)];
+  if (is_row_op(op)) {
+    if (!name) {
+      int pick = rows_pick(p, n);
+      for (int i = 0; i < ROWS_CONFIGS && !rows_listed(p, t, pick); i++)
+        pick = i; /* the pick is not listed (tiny workgroup limit): the first that is */
+      return rows_listed(p, t, pick) ? &rows_configs[pick] : NULL;
+    }
+    for (int i = 0; i < ROWS_CONFIGS; i++)
+      if (strcmp(rows_configs[i].variant, name) == 0)
+        return rows_listed(p, t, i) ? &rows_configs[i] : NULL;
     return NULL;
-  const vulkan_fused_config *table = is_row_op(op) ? rows_configs : elementwise_configs;
-  int count = is_row_op(op) ? ROWS_CONFIGS : ELEMENTWISE_CONFIGS;
-  for (int i = 0; i < count; i++)
-    if (strcmp(table[i].variant, chosen) == 0)
-      return &table[i];
+  }
+  if (!name)
+    return &elementwise_configs[t->elementwise];
+  for (int i = 0; i < ELEMENTWISE_CONFIGS; i++)
+    if (strcmp(elementwise_configs[i].variant, name) == 0)
+      return &elementwise_configs[i];
   return NULL;
 }

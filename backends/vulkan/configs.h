@@ -31,6 +31,7 @@ const char *vulkan_config_class_name(vulkan_config_class c);
 typedef struct vulkan_fused_config {
   const char *variant;
   uint32_t threads;
+  const char *description;
 } vulkan_fused_config;
 
 /* Row units (VEC elements) an invocation keeps in registers at most; longer

@@ -658,24 +658,26 @@ static tsr_status list_variants(const vulkan_device *device, tsr_op op, const vo
   return vulkan_ops_variants(device, op, args, out, why, capacity);
 }
 
+/* Runs on every op call: fused ops only plan the launch; the matrix ops'
+ * list goes on the stack (no allocation on the op path). */
 static tsr_status vulkan_op_supported(void *handle, tsr_op op, const void *args) {
   vulkan_device *device = handle;
   if ((int)op < 0 || op >= TSR_OP_COUNT_) {
     vulkan_set_error(device->plugin, "vulkan: op %d is unknown", (int)op);
     return TSR_ERROR_UNSUPPORTED;
   }
-  tsr_plugin_variant_list *list = malloc(sizeof *list);
-  if (!list) {
-    vulkan_set_error(device->plugin, "vulkan: out of host memory for a variant list");
-    return TSR_ERROR_OUT_OF_MEMORY;
-  }
   char why[VULKAN_MESSAGE_CAPACITY] = "";
-  tsr_status status = list_variants(device, op, args, list, why, sizeof why);
-  if (status == TSR_OK && list->count == 0) {
-    snprintf(why, sizeof why, "no variant can run this problem");
-    status = TSR_ERROR_UNSUPPORTED;
+  tsr_status status;
+  if (is_matrix_op(op)) {
+    tsr_plugin_variant_list list;
+    status = list_variants(device, op, args, &list, why, sizeof why);
+    if (status == TSR_OK && list.count == 0) {
+      snprintf(why, sizeof why, "no variant can run this problem");
+      status = TSR_ERROR_UNSUPPORTED;
+    }
+  } else {
+    status = vulkan_ops_supported(device, op, args, why, sizeof why);
   }
-  free(list);
   if (status != TSR_OK)
     vulkan_set_error(device->plugin, "vulkan: %s: %s", vulkan_op_name(op), why);
   return status;
@@ -695,12 +697,21 @@ static tsr_status vulkan_op_variants_entry(void *handle, tsr_op op, const void *
     vulkan_set_error(device->plugin, "vulkan: op %d is unknown", (int)op);
     return TSR_ERROR_UNSUPPORTED;
   }
+  char why[VULKAN_MESSAGE_CAPACITY] = "";
+  if (out->struct_size >= sizeof *out) {
+    /* The whole list fits (the core's case, on every op call): in place. */
+    uint32_t size = out->struct_size;
+    tsr_status status = list_variants(device, op, args, out, why, sizeof why);
+    out->struct_size = size;
+    if (status != TSR_OK)
+      vulkan_set_error(device->plugin, "vulkan: %s: %s", vulkan_op_name(op), why);
+    return status;
+  }
   tsr_plugin_variant_list *full = malloc(sizeof *full);
   if (!full) {
     vulkan_set_error(device->plugin, "vulkan: out of host memory for a variant list");
     return TSR_ERROR_OUT_OF_MEMORY;
   }
-  char why[VULKAN_MESSAGE_CAPACITY] = "";
   tsr_status status = list_variants(device, op, args, full, why, sizeof why);
   if (status != TSR_OK) {
     free(full);

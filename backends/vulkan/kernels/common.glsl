@@ -6,6 +6,7 @@
 //   elem_load(e)         float of a stored element; elem_make(f) the reverse
 //   elem4_load(v), elem4_make(f4)  the same for four elements
 //   f32_to_f16_bits(f), f32_to_bf16_bits(f)  round to nearest even
+//   words_decode4(code, uvec2)  four packed 16-bit elements of dtype `code`
 //   word_decode(code, word, index)  element `index` of a tensor of dtype
 //     `code` (WORD_F32, WORD_F16, WORD_BF16) whose 32-bit word holding it is
 //     `word` (index >> 1 for 16-bit dtypes); WORD_INDEX(code, index) gives it.
@@ -65,6 +66,15 @@ float word_decode(uint code, uint word, uint index) {
     return uintBitsToFloat(word);
   uint bits = (index & 1u) != 0u ? word >> 16 : word & 0xffffu;
   return code == WORD_F16 ? f16_bits_to_f32(bits) : bf16_bits_to_f32(bits);
+}
+
+// Four 16-bit elements of dtype `code` (WORD_F16 or WORD_BF16) packed in a
+// uvec2, as floats.
+vec4 words_decode4(uint code, uvec2 v) {
+  if (code == WORD_F16)
+    return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
+  return vec4(uintBitsToFloat(v.x << 16), uintBitsToFloat(v.x & 0xffff0000u),
+              uintBitsToFloat(v.y << 16), uintBitsToFloat(v.y & 0xffff0000u));
 }
 
 #if defined(DTYPE_F32)

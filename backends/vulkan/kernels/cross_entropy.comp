@@ -14,6 +14,7 @@
 
 layout(set = 0, binding = 0) readonly buffer X { ELEM_T x[]; };
 layout(set = 0, binding = 0) readonly buffer X4 { ELEM4_T x4[]; };
+layout(set = 0, binding = 0) readonly buffer X8 { uvec4 x8[]; };
 layout(set = 0, binding = 1) readonly buffer T { int targets[]; };
 layout(set = 0, binding = 2) writeonly buffer L { float loss[]; };
 layout(set = 0, binding = 3) writeonly buffer S { float lse[]; };
@@ -48,6 +49,18 @@ void main() {
   uint tid = gl_LocalInvocationID.x;
   uint bx = row_base(p.tx, r, p.d1, p.d2);
   float m = NEG_INF, s = 0.0, bad = 0.0;
+#ifdef HAS_VEC8
+  if (VEC == 8u) {
+    for (uint c = tid * 8u; c < p.n; c += WG * 8u) {
+      uvec4 u = x8[(bx + c) >> 3];
+      vec4 lo = unit_lo(u), hi = unit_hi(u);
+      for (uint k = 0u; k < 4u; k++)
+        online(m, s, bad, lo[k]);
+      for (uint k = 0u; k < 4u; k++)
+        online(m, s, bad, hi[k]);
+    }
+  } else
+#endif
   if (VEC == 4u) {
     for (uint c = tid * 4u; c < p.n; c += WG * 4u) {
       vec4 q = elem4_load(x4[(bx + c) >> 2]);

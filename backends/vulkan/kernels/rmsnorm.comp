@@ -3,6 +3,8 @@
 //   h = x (+ residual); y = h / sqrt(mean(h^2) + eps) * weight; residual_out = h
 // Bindings: 0 x, 1 residual, 2 weight (32-bit words, dtype in w_code),
 // 3 y, 4 residual_out. Absent tensors are bound to x and flagged off.
+// Flag 8: the weight is unit-stride and its first element VEC-aligned, so a
+// unit's weights come in one or two vector loads.
 // @variant f32 -DDTYPE_F32
 // @variant f16 -DDTYPE_F16
 // @variant bf16 -DDTYPE_BF16
@@ -13,18 +15,24 @@
 
 layout(set = 0, binding = 0) readonly buffer X { ELEM_T x[]; };
 layout(set = 0, binding = 0) readonly buffer X4 { ELEM4_T x4[]; };
+layout(set = 0, binding = 0) readonly buffer X8 { uvec4 x8[]; };
 layout(set = 0, binding = 1) readonly buffer R { ELEM_T res[]; };
 layout(set = 0, binding = 1) readonly buffer R4 { ELEM4_T res4[]; };
+layout(set = 0, binding = 1) readonly buffer R8 { uvec4 res8[]; };
 layout(set = 0, binding = 2) readonly buffer W { uint w[]; };
+layout(set = 0, binding = 2) readonly buffer W2 { uvec2 w2[]; };
+layout(set = 0, binding = 2) readonly buffer W4 { uvec4 w4[]; };
 layout(set = 0, binding = 3) writeonly buffer Y { ELEM_T y[]; };
 layout(set = 0, binding = 3) writeonly buffer Y4 { ELEM4_T y4[]; };
+layout(set = 0, binding = 3) writeonly buffer Y8 { uvec4 y8[]; };
 layout(set = 0, binding = 4) buffer O { ELEM_T rout[]; };
 layout(set = 0, binding = 4) writeonly buffer O4 { ELEM4_T rout4[]; };
+layout(set = 0, binding = 4) writeonly buffer O8 { uvec4 rout8[]; };
 
 layout(push_constant) uniform Push {
   uint rows, n, d1, d2;
   RowTensor tx, tr, ty, to;
-  uint w_first, w_stride, w_code, flags; // flags: 1 residual, 2 weight, 4 residual_out
+  uint w_first, w_stride, w_code, flags; // 1 residual, 2 weight, 4 residual_out, 8 weight units
   float eps;
 } p;
 
@@ -33,6 +41,66 @@ float weight_at(uint c) {
     return 1.0;
   uint i = p.w_first + c * p.w_stride;
   return word_decode(p.w_code, w[WORD_INDEX(p.w_code, i)], i);
+}
+
+// The weights of the unit at column c: lo (elements 0..3) and hi (4..7).
+void weight_unit(uint c, out vec4 lo, out vec4 hi) {
+  hi = vec4(1.0);
+  if ((p.flags & 8u) != 0u) {
+    uint i = p.w_first + c;
+    if (p.w_code == WORD_F32) {
+      lo = uintBitsToFloat(w4[i >> 2]);
+      if (VEC == 8u)
+        hi = uintBitsToFloat(w4[(i >> 2) + 1u]);
+    } else if (VEC == 8u) {
+      uvec4 u = w4[i >> 3];
+      lo = words_decode4(p.w_code, u.xy);
+      hi = words_decode4(p.w_code, u.zw);
+    } else {
+      lo = words_decode4(p.w_code, w2[i >> 2]);
+    }
+    return;
+  }
+  lo = vec4(weight_at(c), weight_at(c + 1u), weight_at(c + 2u), weight_at(c + 3u));
+  if (VEC == 8u)
+    hi = vec4(weight_at(c + 4u), weight_at(c + 5u), weight_at(c + 6u), weight_at(c + 7u));
+}
+
+// h = x (+ residual) of the unit at column c (VEC 4 or 8), residual_out
+// written.
+void unit_in(uint bx, uint br, uint bo, uint c, bool has_res, bool has_out, out vec4 lo,
+             out vec4 hi) {
+  hi = vec4(0.0);
+#ifdef HAS_VEC8
+  if (VEC == 8u) {
+    uvec4 u = x8[(bx + c) >> 3];
+    lo = unit_lo(u);
+    hi = unit_hi(u);
+    if (has_res) {
+      uvec4 q = res8[(br + c) >> 3];
+      lo += unit_lo(q);
+      hi += unit_hi(q);
+    }
+    if (has_out)
+      rout8[(bo + c) >> 3] = unit_make(lo, hi);
+    return;
+  }
+#endif
+  lo = elem4_load(x4[(bx + c) >> 2]);
+  if (has_res)
+    lo += elem4_load(res4[(br + c) >> 2]);
+  if (has_out)
+    rout4[(bo + c) >> 2] = elem4_make(lo);
+}
+
+void unit_out(uint by, uint c, vec4 lo, vec4 hi) {
+#ifdef HAS_VEC8
+  if (VEC == 8u) {
+    y8[(by + c) >> 3] = unit_make(lo, hi);
+    return;
+  }
+#endif
+  y4[(by + c) >> 2] = elem4_make(lo);
 }
 
 void main() {
@@ -50,17 +118,15 @@ void main() {
       uint c = (it * WG + tid) * VEC;
       if (c >= p.n)
         break;
-      if (VEC == 4u) {
-        vec4 v = elem4_load(x4[(bx + c) >> 2]);
-        if (has_res)
-          v += elem4_load(res4[(br + c) >> 2]);
-        if (has_out)
-          rout4[(bo + c) >> 2] = elem4_make(v);
-        squares += dot(v, v);
-        h[it * VEC] = v.x;
-        h[it * VEC + 1u] = v.y;
-        h[it * VEC + 2u] = v.z;
-        h[it * VEC + 3u] = v.w;
+      if (VEC >= 4u) {
+        vec4 lo, hi;
+        unit_in(bx, br, bo, c, has_res, has_out, lo, hi);
+        squares += dot(lo, lo) + dot(hi, hi);
+        for (uint k = 0u; k < 4u; k++) {
+          h[it * VEC + k] = lo[k];
+          if (VEC == 8u)
+            h[it * VEC + 4u + k] = hi[k];
+        }
       } else {
         float v = elem_load(x[bx + c * p.tx.inner]);
         if (has_res)
@@ -87,10 +153,15 @@ void main() {
       uint c = (it * WG + tid) * VEC;
       if (c >= p.n)
         break;
-      if (VEC == 4u) {
-        vec4 wv = vec4(weight_at(c), weight_at(c + 1u), weight_at(c + 2u), weight_at(c + 3u));
-        vec4 v = vec4(h[it * VEC], h[it * VEC + 1u], h[it * VEC + 2u], h[it * VEC + 3u]);
-        y4[(by + c) >> 2] = elem4_make(v * scale * wv);
+      if (VEC >= 4u) {
+        vec4 wlo, whi, lo, hi = vec4(0.0);
+        weight_unit(c, wlo, whi);
+        for (uint k = 0u; k < 4u; k++) {
+          lo[k] = h[it * VEC + k];
+          if (VEC == 8u)
+            hi[k] = h[it * VEC + 4u + k];
+        }
+        unit_out(by, c, lo * scale * wlo, hi * scale * whi);
       } else {
         y[by + c * p.ty.inner] = elem_make(h[it] * scale * weight_at(c));
       }

@@ -3,8 +3,9 @@
 //   0 WG     invocations per workgroup (a power of two)
 //   1 ITEMS  row units each invocation keeps in registers (0: the row is too
 //            long; it is read again from memory instead)
-//   2 VEC    elements per unit: 4 when every tensor of the row is unit-stride
-//            and 4-element aligned (vector loads), else 1
+//   2 VEC    elements per unit: 8 (16-bit dtypes) or 4 when every tensor of
+//            the row is unit-stride and aligned to that many elements (16-byte
+//            loads, or 8-byte ones for 16-bit data aligned to 4), else 1
 // Reductions use subgroup arithmetic in -DSUBGROUP builds and a shared-memory
 // tree otherwise.
 #ifndef TESSERA_VULKAN_ROWS_GLSL
@@ -21,6 +22,15 @@ layout(constant_id = 0) const uint WG = 256;
 layout(constant_id = 1) const uint ITEMS = 1;
 layout(constant_id = 2) const uint VEC = 1;
 const uint CACHE = (ITEMS == 0u ? 1u : ITEMS) * VEC;
+
+// 16-bit builds have 8-element units: a uvec4 of packed pairs (lo holds
+// elements 0..3, hi 4..7). f32 units are at most a vec4.
+#if defined(DTYPE_F16) || defined(DTYPE_BF16)
+#define HAS_VEC8
+vec4 unit_lo(uvec4 u) { return elem4_load(u.xy); }
+vec4 unit_hi(uvec4 u) { return elem4_load(u.zw); }
+uvec4 unit_make(vec4 lo, vec4 hi) { return uvec4(elem4_make(lo), elem4_make(hi)); }
+#endif
 
 // A row tensor: element of (row r, column c) is
 // first + i0*s0 + i1*s1 + i2*s2 + c*inner, r = (i0*d1 + i1)*d2 + i2.

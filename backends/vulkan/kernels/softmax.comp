@@ -12,8 +12,10 @@
 
 layout(set = 0, binding = 0) readonly buffer X { ELEM_T x[]; };
 layout(set = 0, binding = 0) readonly buffer X4 { ELEM4_T x4[]; };
+layout(set = 0, binding = 0) readonly buffer X8 { uvec4 x8[]; };
 layout(set = 0, binding = 1) writeonly buffer Y { ELEM_T y[]; };
 layout(set = 0, binding = 1) writeonly buffer Y4 { ELEM4_T y4[]; };
+layout(set = 0, binding = 1) writeonly buffer Y8 { uvec4 y8[]; };
 
 layout(push_constant) uniform Push {
   uint rows, n, d1, d2;
@@ -35,59 +37,111 @@ void online(inout float m, inout float s, inout float bad, float v) {
   }
 }
 
+// The unit of VEC (4 or 8) elements at element e: lo 0..3, hi 4..7.
+void unit_in(uint e, out vec4 lo, out vec4 hi) {
+  hi = vec4(0.0);
+#ifdef HAS_VEC8
+  if (VEC == 8u) {
+    uvec4 u = x8[e >> 3];
+    lo = unit_lo(u);
+    hi = unit_hi(u);
+    return;
+  }
+#endif
+  lo = elem4_load(x4[e >> 2]);
+}
+
+void unit_out(uint e, vec4 lo, vec4 hi) {
+#ifdef HAS_VEC8
+  if (VEC == 8u) {
+    y8[e >> 3] = unit_make(lo, hi);
+    return;
+  }
+#endif
+  y4[e >> 2] = elem4_make(lo);
+}
+
 void main() {
   uint r = row_index();
   if (r >= p.rows)
     return;
   uint tid = gl_LocalInvocationID.x;
   uint bx = row_base(p.tx, r, p.d1, p.d2), by = row_base(p.ty, r, p.d1, p.d2);
-  float v[CACHE];
-  float m = NEG_INF, s = 0.0, bad = 0.0;
+  float fill = 0.0, inv = 0.0, row_max = NEG_INF;
+  bool special = false;
   if (ITEMS > 0u) {
+    // The row is in registers: its max, then exp(v - max) once per element
+    // (kept for the output), then their sum; no running rescale.
+    float v[CACHE];
+    float m = NEG_INF, bad = 0.0;
     for (uint it = 0u; it < ITEMS; it++) {
       uint c = (it * WG + tid) * VEC;
       if (c >= p.n)
         break;
-      if (VEC == 4u) {
-        vec4 q = elem4_load(x4[(bx + c) >> 2]) * p.scale;
-        v[it * VEC] = q.x;
-        v[it * VEC + 1u] = q.y;
-        v[it * VEC + 2u] = q.z;
-        v[it * VEC + 3u] = q.w;
-        for (uint k = 0u; k < 4u; k++)
-          online(m, s, bad, v[it * VEC + k]);
+      if (VEC >= 4u) {
+        vec4 lo, hi;
+        unit_in(bx + c, lo, hi);
+        for (uint k = 0u; k < 4u; k++) {
+          v[it * VEC + k] = lo[k] * p.scale;
+          if (VEC == 8u)
+            v[it * VEC + 4u + k] = hi[k] * p.scale;
+        }
       } else {
         v[it] = elem_load(x[bx + c * p.tx.inner]) * p.scale;
-        online(m, s, bad, v[it]);
+      }
+      for (uint k = 0u; k < VEC; k++) {
+        float q = v[it * VEC + k];
+        bad = isnan(q) ? 1.0 : bad;
+        m = max(m, q);
       }
     }
-  } else {
-    for (uint c = tid; c < p.n; c += WG)
-      online(m, s, bad, elem_load(x[bx + c * p.tx.inner]) * p.scale);
-  }
-  vec2 top = reduce_max2(vec2(m, bad));
-  float row_max = top.x;
-  bool nan_row = top.y > 0.0, zero_row = row_max == NEG_INF;
-  float total = reduce_sum(m == NEG_INF ? 0.0 : s * exp(m - row_max));
-  float inv = 1.0 / total;
-  float fill = nan_row ? uintBitsToFloat(0x7fc00000u) : 0.0;
-  bool special = nan_row || zero_row;
-  if (ITEMS > 0u) {
+    vec2 top = reduce_max2(vec2(m, bad));
+    row_max = top.x;
+    special = top.y > 0.0 || row_max == NEG_INF;
+    fill = top.y > 0.0 ? uintBitsToFloat(0x7fc00000u) : 0.0;
+    float s = 0.0;
     for (uint it = 0u; it < ITEMS; it++) {
       uint c = (it * WG + tid) * VEC;
       if (c >= p.n)
         break;
-      if (VEC == 4u) {
-        vec4 q = vec4(v[it * VEC], v[it * VEC + 1u], v[it * VEC + 2u], v[it * VEC + 3u]);
-        y4[(by + c) >> 2] = elem4_make(special ? vec4(fill) : exp(q - row_max) * inv);
-      } else {
-        y[by + c * p.ty.inner] = elem_make(special ? fill : exp(v[it] - row_max) * inv);
+      for (uint k = 0u; k < VEC; k++) {
+        float e = exp(v[it * VEC + k] - row_max);
+        v[it * VEC + k] = e;
+        s += e;
       }
     }
-  } else {
-    for (uint c = tid; c < p.n; c += WG) {
-      float q = elem_load(x[bx + c * p.tx.inner]) * p.scale;
-      y[by + c * p.ty.inner] = elem_make(special ? fill : exp(q - row_max) * inv);
+    inv = 1.0 / reduce_sum(s);
+    for (uint it = 0u; it < ITEMS; it++) {
+      uint c = (it * WG + tid) * VEC;
+      if (c >= p.n)
+        break;
+      if (VEC >= 4u) {
+        vec4 lo, hi = vec4(0.0);
+        for (uint k = 0u; k < 4u; k++) {
+          lo[k] = v[it * VEC + k];
+          if (VEC == 8u)
+            hi[k] = v[it * VEC + 4u + k];
+        }
+        unit_out(by + c, special ? vec4(fill) : lo * inv, special ? vec4(fill) : hi * inv);
+      } else {
+        y[by + c * p.ty.inner] = elem_make(special ? fill : v[it] * inv);
+      }
     }
+    return;
+  }
+  // Too long to keep: one online pass for the max and sum, one to write.
+  float m = NEG_INF, s = 0.0, bad = 0.0;
+  for (uint c = tid; c < p.n; c += WG)
+    online(m, s, bad, elem_load(x[bx + c * p.tx.inner]) * p.scale);
+  vec2 top = reduce_max2(vec2(m, bad));
+  row_max = top.x;
+  bool nan_row = top.y > 0.0, zero_row = row_max == NEG_INF;
+  float total = reduce_sum(m == NEG_INF ? 0.0 : s * exp(m - row_max));
+  inv = 1.0 / total;
+  fill = nan_row ? uintBitsToFloat(0x7fc00000u) : 0.0;
+  special = nan_row || zero_row;
+  for (uint c = tid; c < p.n; c += WG) {
+    float q = elem_load(x[bx + c * p.tx.inner]) * p.scale;
+    y[by + c * p.ty.inner] = elem_make(special ? fill : exp(q - row_max) * inv);
   }
 }
