@@ -89,6 +89,7 @@ typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKH
   X(vkCmdPipelineBarrier)                                                                          \
   X(vkCmdCopyBuffer)                                                                               \
   X(vkCmdFillBuffer)                                                                               \
+  X(vkCmdUpdateBuffer)                                                                             \
   X(vkCmdWriteTimestamp)                                                                           \
   X(vkCmdResetQueryPool)                                                                           \
   X(vkCreateQueryPool)                                                                             \

@@ -92,10 +92,25 @@ static tsr_status build(vulkan_device *device, const vulkan_shader_blob *blob,
 tsr_status vulkan_pipeline_get(vulkan_device *device, const char *name, const uint32_t *spec,
                                uint32_t n_spec, uint32_t required_subgroup_size,
                                const vulkan_pipeline **out) {
+  const vulkan_shader_blob *blob = vulkan_shader_find(name);
+  if (!blob) {
+    vulkan_set_error(device->plugin, "vulkan: no embedded shader named %s", name);
+    return TSR_ERROR_NOT_FOUND;
+  }
+  return vulkan_pipeline_get_code(device, blob, spec, n_spec, required_subgroup_size, out);
+}
+
+tsr_status vulkan_pipeline_get_code(vulkan_device *device, const vulkan_shader_blob *blob,
+                                    const uint32_t *spec, uint32_t n_spec,
+                                    uint32_t required_subgroup_size, const vulkan_pipeline **out) {
+  const char *name = blob->name;
   if (n_spec > VULKAN_MAX_SPEC_CONSTANTS ||
       strlen(name) >= sizeof(((vulkan_pipeline_entry *)0)->name)) {
-    vulkan_set_error(device->plugin, "vulkan: pipeline %s: %u specialisation constants (max %d)",
-                     name, n_spec, VULKAN_MAX_SPEC_CONSTANTS);
+    vulkan_set_error(device->plugin,
+                     "vulkan: pipeline %s: %u specialisation constants (max %d) or a name of "
+                     "%d characters or more",
+                     name, n_spec, VULKAN_MAX_SPEC_CONSTANTS,
+                     (int)sizeof(((vulkan_pipeline_entry *)0)->name));
     return TSR_ERROR_INVALID_VALUE;
   }
   const vulkan_device_props *p = device->props;
@@ -118,12 +133,8 @@ tsr_status vulkan_pipeline_get(vulkan_device *device, const char *name, const ui
     }
   }
   tsr_status status = TSR_OK;
-  const vulkan_shader_blob *blob = vulkan_shader_find(name);
-  vulkan_pipeline_entry *entry = blob ? calloc(1, sizeof *entry) : NULL;
-  if (!blob) {
-    vulkan_set_error(device->plugin, "vulkan: no embedded shader named %s", name);
-    status = TSR_ERROR_NOT_FOUND;
-  } else if (!entry) {
+  vulkan_pipeline_entry *entry = calloc(1, sizeof *entry);
+  if (!entry) {
     vulkan_set_error(device->plugin, "vulkan: out of host memory for a pipeline");
     status = TSR_ERROR_OUT_OF_MEMORY;
   } else {

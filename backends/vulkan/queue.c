@@ -268,6 +268,28 @@ tsr_status vulkan_queue_scratch(vulkan_queue *queue, uint64_t bytes, vulkan_bind
   return TSR_OK;
 }
 
+tsr_status vulkan_queue_upload(vulkan_queue *queue, const void *data, uint32_t bytes,
+                               vulkan_binding *out) {
+  vulkan_device *device = queue->device;
+  if (bytes == 0 || bytes % 4 || bytes > VULKAN_UPLOAD_BYTES) {
+    vulkan_set_error(device->plugin, "vulkan: an upload of %u bytes (a multiple of 4 from 4 to %d)",
+                     bytes, VULKAN_UPLOAD_BYTES);
+    return TSR_ERROR_INVALID_VALUE;
+  }
+  if (!queue->upload) {
+    tsr_status status = vulkan_buffer_create(device, VULKAN_UPLOAD_BYTES, false, &queue->upload);
+    if (status != TSR_OK)
+      return status;
+  }
+  tsr_status status = prepare(queue);
+  if (status != TSR_OK)
+    return status;
+  device->vk.vkCmdUpdateBuffer(queue->open, queue->upload->handle, queue->upload->offset, bytes,
+                               data);
+  *out = (vulkan_binding){queue->upload->handle, queue->upload->offset, bytes};
+  return recorded(queue);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Queue objects                                                             */
 /* ------------------------------------------------------------------------ */
@@ -288,6 +310,7 @@ static void release_queue(vulkan_queue *queue) {
     device->vk.vkDestroyQueryPool(device->handle, queue->timestamps, NULL);
   vulkan_buffer_destroy(device, queue->staging);
   vulkan_buffer_destroy(device, queue->scratch);
+  vulkan_buffer_destroy(device, queue->upload);
   vulkan_buffer_destroy(device, queue->status);
   free(queue->flight);
   free(queue->spare);

@@ -55,7 +55,8 @@ enum {
   VULKAN_MAX_BINDINGS = 8,
   VULKAN_PUSH_BYTES = 128,
   VULKAN_MAX_SPEC_CONSTANTS = 16,
-  VULKAN_MAX_COOPMAT_SHAPES = 32
+  VULKAN_MAX_COOPMAT_SHAPES = 32,
+  VULKAN_UPLOAD_BYTES = 65536 /* vkCmdUpdateBuffer's limit */
 };
 
 /* Vendor ids (VkPhysicalDeviceProperties.vendorID). */
@@ -184,6 +185,8 @@ typedef struct vulkan_queue {
   vulkan_buffer *staging;
   /* Scratch for ops (vulkan_queue_scratch), grown on demand. */
   vulkan_buffer *scratch;
+  /* Small tables ops upload (vulkan_queue_upload), made on first use. */
+  vulkan_buffer *upload;
   /* int32 on the device: the smallest row a cross_entropy found a bad target
    * in (INT32_MAX: none), read and reset by queue_finish. */
   vulkan_buffer *status;
@@ -259,6 +262,13 @@ const vulkan_shader_blob *vulkan_shader_find(const char *name);
 tsr_status vulkan_pipeline_get(vulkan_device *device, const char *name, const uint32_t *spec,
                                uint32_t n_spec, uint32_t required_subgroup_size,
                                const vulkan_pipeline **out);
+/* As vulkan_pipeline_get for SPIR-V the caller supplies (rewritten at load
+ * time, say): blob->name is the cache key, which the caller keeps unique per
+ * code (shorter than 64 characters); blob->code and bytes are read during
+ * the call only, and only by the first call for that key and spec. */
+tsr_status vulkan_pipeline_get_code(vulkan_device *device, const vulkan_shader_blob *blob,
+                                    const uint32_t *spec, uint32_t n_spec,
+                                    uint32_t required_subgroup_size, const vulkan_pipeline **out);
 
 /* ---- memory (memory.c) ---- */
 
@@ -298,6 +308,13 @@ tsr_status vulkan_fill(vulkan_queue *queue, const vulkan_binding *b, uint64_t by
  * until the next op on this queue (later ops reuse it; the barrier between
  * dispatches orders that). Contents undefined. */
 tsr_status vulkan_queue_scratch(vulkan_queue *queue, uint64_t bytes, vulkan_binding *out);
+/* Records a copy of `bytes` bytes of `data` (a multiple of 4, at most
+ * VULKAN_UPLOAD_BYTES; copied into the command buffer now) into a small
+ * device buffer of the queue, ordered like a dispatch, and gives its
+ * binding: for per-op tables (grouped GEMM's tile prefix sums). Valid until
+ * the next upload on this queue; independent of vulkan_queue_scratch. */
+tsr_status vulkan_queue_upload(vulkan_queue *queue, const void *data, uint32_t bytes,
+                               vulkan_binding *out);
 /* Submits the open command buffer (if any); wait: also waits for the queue. */
 tsr_status vulkan_queue_flush(vulkan_queue *queue, bool wait);
 
