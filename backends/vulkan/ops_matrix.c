@@ -3,13 +3,16 @@
  * kernels/attention.comp), the variant tables per device class, the
  * heuristics, and the dispatches. Two GEMM paths: "simt" (kernels/gemm.comp,
  * shared-memory tiles and register blocking, any device) and "coopmat"
- * (kernels/gemm_coopmat.comp, NV cooperative matrices 16x16x16 f16 -> f32,
- * where the device reports that shape). Grouped GEMM runs the same shaders
- * with a group table (prefix sums of M tiles and rows per group) in one
- * dispatch. */
+ * (kernels/gemm_coopmat.comp, cooperative matrices 16x8x16 f16 -> f32,
+ * written for GL_NV_cooperative_matrix and rewritten here to
+ * SPV_KHR_cooperative_matrix where the device lists that shape). Grouped GEMM
+ * runs the same shaders with a group table (prefix sums of M tiles and rows
+ * per group) in one dispatch. Notes and figures: bench/notes/vulkan-matrix.md. */
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "configs.h"
@@ -166,22 +169,31 @@ static bool dtype_usable(const vulkan_device_props *p, int32_t dtype, char *why,
   return true;
 }
 
-/* The NV cooperative-matrix shape the coopmat shaders use: 16x16x16, f16
- * inputs, f32 accumulator and result, subgroup scope. */
-static bool has_coopmat_f16(const vulkan_device_props *p) {
-  if (!p->coopmat_nv || !p->shader_float16 || !p->storage_16bit)
-    return false;
-  /* The builds assume subgroups of 32. */
-  if (p->subgroup_min > 32 || p->subgroup_max < 32 ||
-      (p->subgroup_min != p->subgroup_max && !p->subgroup_size_control))
-    return false;
-  for (uint32_t i = 0; i < p->coopmat_nv_count; i++) {
-    const vulkan_coopmat_shape *s = &p->coopmat_nv_shapes[i];
-    if (s->m == 16 && s->n == 16 && s->k == 16 && s->a_type == 0 && s->b_type == 0 &&
+/* Which cooperative-matrix extension runs the coopmat shaders: they
+ * multiply 16x8x16 (f16 inputs, f32 accumulator and result, subgroup scope),
+ * in subgroups of 32. KHR (the NV build rewritten, see coopmat_nv_to_khr)
+ * where the device lists that shape, else NV. */
+typedef enum coopmat_route { COOPMAT_NONE, COOPMAT_NV, COOPMAT_KHR } coopmat_route;
+
+static bool lists_16x8x16(const vulkan_coopmat_shape *shapes, uint32_t count) {
+  for (uint32_t i = 0; i < count; i++) {
+    const vulkan_coopmat_shape *s = &shapes[i];
+    if (s->m == 16 && s->n == 8 && s->k == 16 && s->a_type == 0 && s->b_type == 0 &&
         s->c_type == 1 && s->result_type == 1 && s->scope == 3)
       return true;
   }
   return false;
+}
+
+static coopmat_route coopmat_route_of(const vulkan_device_props *p) {
+  if (!p->shader_float16 || !p->storage_16bit || p->subgroup_min > 32 || p->subgroup_max < 32 ||
+      (p->subgroup_min != p->subgroup_max && !p->subgroup_size_control))
+    return COOPMAT_NONE;
+  if (p->coopmat_khr && lists_16x8x16(p->coopmat_khr_shapes, p->coopmat_khr_count))
+    return COOPMAT_KHR;
+  if (p->coopmat_nv && lists_16x8x16(p->coopmat_nv_shapes, p->coopmat_nv_count))
+    return COOPMAT_NV;
+  return COOPMAT_NONE;
 }
 
 static uint32_t gemm_threads(const vulkan_device_props *p, const vulkan_gemm_config *c) {
@@ -237,7 +249,7 @@ static bool gemm_problem_ok(const vulkan_device *device, const gemm_problem *g, 
 }
 
 static bool coopmat_usable(const vulkan_device_props *p, const gemm_problem *g) {
-  return g->dtype == TSR_DTYPE_F16 && has_coopmat_f16(p);
+  return g->dtype == TSR_DTYPE_F16 && coopmat_route_of(p) != COOPMAT_NONE;
 }
 
 /* The grid of a config: M tiles (all groups' for grouped GEMM), N tiles,
@@ -272,9 +284,10 @@ static void gemm_describe(const vulkan_device_props *p, const vulkan_gemm_config
              c->bm, c->bn, c->bk, c->tm, c->tn, gemm_threads(p, c), gemm_shared_bytes(c));
   else
     snprintf(out, capacity,
-             "NV cooperative matrix 16x16x16 f16->f32: %ux%u tile, k step %u, %ux%u subgroups "
-             "of %ux%u tiles, %u B shared",
-             c->bm, c->bn, c->bk, c->sg_m, c->sg_n, c->wm, c->wn, gemm_shared_bytes(c));
+             "%s cooperative matrix 16x8x16 f16->f32: %ux%u tile, k step %u, %ux%u subgroups "
+             "of %ux%u 16x16 blocks, %u B shared",
+             coopmat_route_of(p) == COOPMAT_KHR ? "KHR" : "NV", c->bm, c->bn, c->bk, c->sg_m,
+             c->sg_n, c->wm, c->wn, gemm_shared_bytes(c));
 }
 
 static tsr_status gemm_variants(const vulkan_device *device, const gemm_problem *g,
@@ -285,18 +298,39 @@ static tsr_status gemm_variants(const vulkan_device *device, const gemm_problem 
   vulkan_config_class cls = vulkan_config_class_of(p);
   const gemm_class_table *t = &gemm_tables[cls];
   bool coop = coopmat_usable(p, g);
-  /* Work per problem: the large tiles fill the device only past a few
-   * hundred 128x128 tiles. */
   double outputs = (double)g->m * (double)g->n * (double)(g->grouped ? 1 : g->batch);
-  bool large = outputs >= 1.5e6;
   const char *pick = NULL;
-  const char *reason = NULL;
-  if (coop) {
-    pick = outputs >= 4e6 ? "coopmat_128x128x32_2x2" : "coopmat_64x64x32_2x2";
-    reason = "f16 with NV cooperative matrices 16x16x16";
-  } else {
+  char reason[160];
+  if (cls == VULKAN_CLASS_LAVAPIPE) {
+    /* One CPU thread runs a workgroup: tile size matters little past the
+     * SIMD width, so only tiny problems take the smallest tile. */
+    bool large = outputs >= 16384;
     pick = gemm_configs[large ? t->large : t->small].name;
-    reason = large ? "large problem" : "small problem";
+    snprintf(reason, sizeof reason, "%s problem", large ? "large" : "small");
+  } else {
+    /* GPUs: the largest tile that still gives every compute unit two
+     * workgroups (H100: 128x128 tiles reach 29-30 TFLOP/s at 4096^3, but a
+     * grouped 8x256x1024x1024 runs 5x faster in 64x64 tiles, 4x the
+     * workgroups). */
+    static const char *const simt_order[] = {"simt_128x128x16_8x8", "simt_128x64x16_8x8",
+                                             "simt_64x64x16_4x4"};
+    static const char *const coop_order[] = {"coopmat_128x128x32_2x2", "coopmat_128x64x32_2x2",
+                                             "coopmat_64x64x32_2x2"};
+    const char *const *order = coop ? coop_order : simt_order;
+    uint64_t want = 2 * (uint64_t)(p->compute_units ? p->compute_units : 32);
+    for (int o = 0; o < 3 && !pick; o++) {
+      for (int i = 0; i < GEMM_CONFIGS; i++) {
+        const vulkan_gemm_config *c = &gemm_configs[i];
+        if (strcmp(c->name, order[o]) != 0 || !gemm_config_fits(p, c))
+          continue;
+        uint64_t grid[3];
+        gemm_grid(g, c, grid);
+        if (o == 2 || grid[0] * grid[1] * grid[2] >= want)
+          pick = c->name;
+      }
+    }
+    snprintf(reason, sizeof reason, "%sthe largest tile giving %llu workgroups (2 per unit)",
+             coop ? "f16 on cooperative matrices 16x8x16; " : "", (unsigned long long)want);
   }
   char description[160];
   out->count = 0;
@@ -380,6 +414,244 @@ static tsr_status gemm_group_table(vulkan_queue *queue, const gemm_problem *g, u
   return TSR_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* NV -> KHR cooperative-matrix SPIR-V                                       */
+/* ------------------------------------------------------------------------ */
+
+/* SPIR-V opcodes and enumerants the rewrite touches. */
+enum {
+  SPV_OP_EXTENSION = 10,
+  SPV_OP_CAPABILITY = 17,
+  SPV_OP_TYPE_INT = 21,
+  SPV_OP_TYPE_FLOAT = 22,
+  SPV_OP_CONSTANT_TRUE = 41,
+  SPV_OP_CONSTANT_FALSE = 42,
+  SPV_OP_CONSTANT = 43,
+  SPV_CAP_COOPMAT_NV = 5357,
+  SPV_CAP_COOPMAT_KHR = 6022,
+  SPV_OP_TYPE_COOPMAT_NV = 5358,
+  SPV_OP_LOAD_NV = 5359,
+  SPV_OP_STORE_NV = 5360,
+  SPV_OP_MULADD_NV = 5361,
+  SPV_OP_LENGTH_NV = 5362,
+  SPV_OP_TYPE_COOPMAT_KHR = 4456,
+  SPV_OP_LOAD_KHR = 4457,
+  SPV_OP_STORE_KHR = 4458,
+  SPV_OP_MULADD_KHR = 4459,
+  SPV_OP_LENGTH_KHR = 4460
+};
+
+static uint32_t spv_word(uint32_t op, uint32_t count) {
+  return count << 16 | op;
+}
+
+/* Rewrites the SPIR-V of gemm_coopmat.comp (GL_NV_cooperative_matrix) into
+ * SPV_KHR_cooperative_matrix: capability and extension renamed, each NV
+ * matrix type given the KHR use its shape implies (f32: accumulator; f16
+ * 16 columns: A, 8 columns: B, which is why the shader multiplies 16x8x16),
+ * loads and stores with a layout constant in place of the column-major bool
+ * (and their operands reordered), multiply-add and length renumbered. The
+ * instructions are otherwise the same, so one glslc build serves both
+ * extensions. Returns a malloc'd module, or NULL for anything it does not
+ * map. */
+static uint32_t *coopmat_nv_to_khr(const uint32_t *in, size_t words, size_t *out_words) {
+  if (words < 5 || in[0] != 0x07230203u)
+    return NULL;
+  uint32_t bound = in[3];
+  /* Values of 32-bit integer constants, widths of float types, bool
+   * constants (1 true, 2 false), indexed by id. */
+  uint32_t *value = calloc(bound, sizeof *value);
+  uint8_t *kind = calloc(bound, 1);
+  /* The rewrite adds three constants (12 words) and a word per matrix type. */
+  size_t types = 0;
+  for (size_t i = 5; i < words && in[i] >> 16; i += in[i] >> 16)
+    types += (in[i] & 0xffffu) == SPV_OP_TYPE_COOPMAT_NV;
+  uint32_t *out = malloc((words + 12 + types) * sizeof *out);
+  if (!value || !kind || !out) {
+    free(value);
+    free(kind);
+    free(out);
+    return NULL;
+  }
+  enum { KIND_CONST = 1, KIND_TRUE, KIND_FALSE, KIND_F16, KIND_F32 };
+  uint32_t uint_type = 0;
+  for (size_t i = 5; i < words;) {
+    uint32_t op = in[i] & 0xffffu, n = in[i] >> 16;
+    if (n == 0 || i + n > words)
+      goto fail;
+    if (op == SPV_OP_TYPE_INT && n == 4 && in[i + 2] == 32 && in[i + 3] == 0 && !uint_type)
+      uint_type = in[i + 1];
+    else if (op == SPV_OP_TYPE_FLOAT && n == 3 && in[i + 1] < bound)
+      kind[in[i + 1]] = in[i + 2] == 16 ? KIND_F16 : in[i + 2] == 32 ? KIND_F32 : 0;
+    else if (op == SPV_OP_CONSTANT && n == 4 && in[i + 2] < bound) {
+      kind[in[i + 2]] = KIND_CONST;
+      value[in[i + 2]] = in[i + 3];
+    } else if ((op == SPV_OP_CONSTANT_TRUE || op == SPV_OP_CONSTANT_FALSE) && n == 3 &&
+               in[i + 2] < bound)
+      kind[in[i + 2]] = op == SPV_OP_CONSTANT_TRUE ? KIND_TRUE : KIND_FALSE;
+    i += n;
+  }
+  if (!uint_type)
+    goto fail;
+  /* Three new constants: 0, 1, 2 (row-major / matrix A, column-major /
+   * matrix B, accumulator). */
+  uint32_t c[3] = {bound, bound + 1, bound + 2};
+  memcpy(out, in, 5 * sizeof *out);
+  out[3] = bound + 3;
+  size_t o = 5;
+  bool constants_out = false;
+  for (size_t i = 5; i < words;) {
+    uint32_t op = in[i] & 0xffffu, n = in[i] >> 16;
+    const uint32_t *w = in + i;
+    i += n;
+    if (op == SPV_OP_CAPABILITY && n == 2 && w[1] == SPV_CAP_COOPMAT_NV) {
+      out[o++] = w[0];
+      out[o++] = SPV_CAP_COOPMAT_KHR;
+    } else if (op == SPV_OP_EXTENSION && n == 8 &&
+               memcmp(w + 1, "SPV_NV_cooperative_matrix", 26) == 0) {
+      out[o++] = w[0];
+      memset(out + o, 0, 7 * sizeof *out);
+      memcpy(out + o, "SPV_KHR_cooperative_matrix", 27);
+      o += 7;
+    } else if (op == SPV_OP_TYPE_COOPMAT_NV && n == 6) {
+      if (!constants_out) {
+        for (uint32_t k = 0; k < 3; k++) {
+          out[o++] = spv_word(SPV_OP_CONSTANT, 4);
+          out[o++] = uint_type;
+          out[o++] = c[k];
+          out[o++] = k;
+        }
+        constants_out = true;
+      }
+      uint32_t component = w[2], rows = w[4], cols = w[5];
+      if (component >= bound || rows >= bound || cols >= bound || kind[rows] != KIND_CONST ||
+          kind[cols] != KIND_CONST || value[rows] != 16)
+        goto fail;
+      uint32_t use;
+      if (kind[component] == KIND_F32)
+        use = 2;
+      else if (kind[component] == KIND_F16 && value[cols] == 16)
+        use = 0;
+      else if (kind[component] == KIND_F16 && value[cols] == 8)
+        use = 1;
+      else
+        goto fail;
+      out[o++] = spv_word(SPV_OP_TYPE_COOPMAT_KHR, 7);
+      memcpy(out + o, w + 1, 5 * sizeof *out);
+      o += 5;
+      out[o++] = c[use];
+    } else if ((op == SPV_OP_LOAD_NV && n >= 6) || (op == SPV_OP_STORE_NV && n >= 5)) {
+      /* load: type result pointer stride colmajor [access...];
+       * store: pointer object stride colmajor [access...]. KHR: the layout
+       * before the stride. */
+      size_t at = op == SPV_OP_LOAD_NV ? 4 : 3;
+      uint32_t stride = w[at], major = w[at + 1];
+      if (major >= bound || (kind[major] != KIND_TRUE && kind[major] != KIND_FALSE))
+        goto fail;
+      out[o++] = spv_word(op == SPV_OP_LOAD_NV ? SPV_OP_LOAD_KHR : SPV_OP_STORE_KHR, n);
+      memcpy(out + o, w + 1, (at - 1) * sizeof *out);
+      o += at - 1;
+      out[o++] = c[kind[major] == KIND_TRUE ? 1 : 0];
+      out[o++] = stride;
+      memcpy(out + o, w + at + 2, (n - at - 2) * sizeof *out);
+      o += n - at - 2;
+    } else if (op == SPV_OP_MULADD_NV || op == SPV_OP_LENGTH_NV) {
+      out[o++] = spv_word(op == SPV_OP_MULADD_NV ? SPV_OP_MULADD_KHR : SPV_OP_LENGTH_KHR, n);
+      memcpy(out + o, w + 1, (n - 1) * sizeof *out);
+      o += n - 1;
+    } else {
+      memcpy(out + o, w, n * sizeof *out);
+      o += n;
+    }
+  }
+  free(value);
+  free(kind);
+  *out_words = o;
+  return out;
+fail:
+  free(value);
+  free(kind);
+  free(out);
+  return NULL;
+}
+
+/* Pipelines built from rewritten SPIR-V, per device, until pipeline.c offers
+ * vulkan_pipeline_get_code (REQUESTS.md, 1). */
+typedef struct matrix_pipeline {
+  struct matrix_pipeline *next;
+  const vulkan_device *device;
+  VkDevice handle;
+  char name[64];
+  uint32_t spec[VULKAN_MAX_SPEC_CONSTANTS];
+  uint32_t n_spec;
+  vulkan_pipeline pipeline;
+} matrix_pipeline;
+
+static matrix_pipeline *matrix_pipelines;
+static pthread_mutex_t matrix_pipelines_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The KHR form of embedded shader `name` with specialisation constants
+ * spec[0..n). */
+static tsr_status matrix_pipeline_khr(vulkan_device *device, const char *name, const uint32_t *spec,
+                                      uint32_t n_spec, const vulkan_pipeline **out) {
+  pthread_mutex_lock(&matrix_pipelines_lock);
+  for (matrix_pipeline *e = matrix_pipelines; e; e = e->next)
+    if (e->device == device && e->handle == device->handle && e->n_spec == n_spec &&
+        strcmp(e->name, name) == 0 && memcmp(e->spec, spec, n_spec * sizeof *spec) == 0) {
+      *out = &e->pipeline;
+      pthread_mutex_unlock(&matrix_pipelines_lock);
+      return TSR_OK;
+    }
+  tsr_status status = TSR_OK;
+  const vulkan_shader_blob *blob = vulkan_shader_find(name);
+  size_t words = 0;
+  uint32_t *code = blob ? coopmat_nv_to_khr(blob->code, blob->bytes / 4, &words) : NULL;
+  matrix_pipeline *entry = code ? calloc(1, sizeof *entry) : NULL;
+  if (!entry) {
+    vulkan_set_error(device->plugin, "vulkan: %s: no KHR cooperative-matrix form", name);
+    pthread_mutex_unlock(&matrix_pipelines_lock);
+    free(code);
+    return TSR_ERROR_BACKEND;
+  }
+  VkShaderModuleCreateInfo module_info = {
+      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = words * 4, .pCode = code};
+  VkShaderModule module;
+  VkResult result = device->vk.vkCreateShaderModule(device->handle, &module_info, NULL, &module);
+  free(code);
+  if (result == VK_SUCCESS) {
+    VkSpecializationMapEntry map[VULKAN_MAX_SPEC_CONSTANTS];
+    for (uint32_t i = 0; i < n_spec; i++)
+      map[i] = (VkSpecializationMapEntry){i, i * 4, 4};
+    VkSpecializationInfo info = {n_spec, map, n_spec * 4, spec};
+    VkComputePipelineCreateInfo create = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = module,
+                  .pName = "main",
+                  .pSpecializationInfo = n_spec ? &info : NULL},
+        .layout = device->layout};
+    result = device->vk.vkCreateComputePipelines(device->handle, device->cache, 1, &create, NULL,
+                                                 &entry->pipeline.handle);
+    device->vk.vkDestroyShaderModule(device->handle, module, NULL);
+  }
+  if (result != VK_SUCCESS) {
+    status = vulkan_fail(device->plugin, result, name);
+    free(entry);
+  } else {
+    entry->device = device;
+    entry->handle = device->handle;
+    snprintf(entry->name, sizeof entry->name, "%s", name);
+    memcpy(entry->spec, spec, n_spec * sizeof *spec);
+    entry->n_spec = n_spec;
+    entry->next = matrix_pipelines;
+    matrix_pipelines = entry;
+    *out = &entry->pipeline;
+  }
+  pthread_mutex_unlock(&matrix_pipelines_lock);
+  return status;
+}
+
 static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const char *variant) {
   vulkan_device *device = queue->device;
   const vulkan_device_props *props = device->props;
@@ -451,12 +723,14 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
   push.b_sk = stride_of(g->b, 1);
   push.b_sn = stride_of(g->b, 2);
 
-  uint32_t n_bind = 5;
+  /* The shaders declare the group table either way: plain GEMM binds D there
+   * (never read), so every declared binding is written. */
+  bind[BIND_GROUPS] = bind[BIND_D];
+  uint32_t n_bind = GEMM_BINDINGS;
   if (g->grouped) {
     status = gemm_group_table(queue, g, c->bm, &bind[BIND_GROUPS]);
     if (status != TSR_OK)
       return status;
-    n_bind = 6;
   }
 
   uint32_t a_kfast = push.a_sk == 1 || g->k == 1;
@@ -488,9 +762,16 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
     if (props->subgroup_min != props->subgroup_max)
       required = 32;
     snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u", c->bm, c->bn, c->sg_m, c->sg_n);
-    uint32_t spec[14] = {threads, c->bm,   c->bn,   c->bk, c->sg_m, c->sg_n,    c->wm,
-                         c->wn,   a_kfast, b_nfast, a_vec, b_vec,   g->out_f32, g->grouped};
-    status = vulkan_pipeline_get(device, name, spec, 14, required, &pipeline);
+    /* Diagnosis only: TESSERA_VULKAN_COOPMAT_PROBE (gemm_coopmat.comp). */
+    const char *probe = getenv("TESSERA_VULKAN_COOPMAT_PROBE");
+    uint32_t spec[15] = {
+        threads, c->bm, c->bn,      c->bk,      c->sg_m,
+        c->sg_n, c->wm, c->wn,      a_kfast,    b_nfast,
+        a_vec,   b_vec, g->out_f32, g->grouped, probe ? (uint32_t)atoi(probe) : 0u};
+    if (coopmat_route_of(props) == COOPMAT_KHR && !getenv("TESSERA_VULKAN_COOPMAT_NV"))
+      status = matrix_pipeline_khr(device, name, spec, 15, &pipeline);
+    else
+      status = vulkan_pipeline_get(device, name, spec, 15, required, &pipeline);
   }
   if (status != TSR_OK)
     return status;

@@ -1,8 +1,13 @@
 #version 450
-// GEMM and grouped GEMM on cooperative matrices (GL_NV_cooperative_matrix,
-// 16x16x16 f16 x f16 -> f32, subgroup scope). Debian 12's glslc (glslang
-// 11.13) has no GL_KHR_cooperative_matrix; NVIDIA's drivers take the NV
-// extension as well, and the plugin enables it where the device reports it.
+// GEMM and grouped GEMM on cooperative matrices, shape 16x8x16 (A 16x16,
+// B 16x8, f16 -> f32, subgroup scope). Written against
+// GL_NV_cooperative_matrix because Debian 12's glslc (glslang 11.13) has no
+// GL_KHR_cooperative_matrix; the plugin rewrites the SPIR-V to
+// SPV_KHR_cooperative_matrix when it loads it (ops_matrix.c). The 16x8 B
+// fragment is what makes that rewrite possible: A, B and accumulator
+// fragments then have distinct NV types, each of which maps to one KHR
+// matrix use. (NVIDIA's driver runs the NV extension on H100 at FMA speed,
+// about 30 TFLOP/s whatever the tile; see bench/notes/vulkan-matrix.md.)
 //
 // A workgroup computes a BM x BN tile with SG_M x SG_N subgroups, each WM x WN
 // 16x16 accumulators. A and B go through shared memory as f16, two stages:
@@ -38,6 +43,10 @@ layout(constant_id = 10) const uint A_VEC = 0;
 layout(constant_id = 11) const uint B_VEC = 0;
 layout(constant_id = 12) const uint OUT_F32 = 0;
 layout(constant_id = 13) const uint GROUPED = 0;
+// Diagnosis only (TESSERA_VULKAN_COOPMAT_PROBE, wrong results): 1 skips the
+// global loads (multiplies what shared memory holds), 2 skips the multiplies,
+// 3 loads the fragments from shared memory in the first step only.
+layout(constant_id = 14) const uint PROBE = 0;
 
 const uint WG = SG_M * SG_N * 32u;
 // Lines of the shared tiles (in 16-byte units) and their lengths.
@@ -122,9 +131,10 @@ void main() {
   uint a_base = p.a_first + z * p.a_sb + row0 * p.a_sm;
   uint b_base = p.b_first + z * p.b_sb;
 
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[WM * WN];
-  [[unroll]] for (uint t = 0u; t < WM * WN; t++)
-    acc[t] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  const uint WN8 = 2u * WN; // 16x8 fragments per subgroup along n
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[WM * WN8];
+  [[unroll]] for (uint t = 0u; t < WM * WN8; t++)
+    acc[t] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
 
   uvec4 ra[A_PER], rb[B_PER];
   [[unroll]] for (uint i = 0u; i < A_PER; i++)
@@ -137,10 +147,12 @@ void main() {
     s_b[b_slot(tid + i * WG)] = rb[i];
   barrier();
 
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[BK / 16u][WM];
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[BK / 16u][WN8];
   uint steps = (p.k + BK - 1u) / BK;
   for (uint s = 0u; s < steps; s++) {
     uint stage = s & 1u;
-    bool more = s + 1u < steps;
+    bool more = s + 1u < steps && PROBE != 1u;
     if (more) {
       uint k1 = (s + 1u) * BK;
       [[unroll]] for (uint i = 0u; i < A_PER; i++)
@@ -150,24 +162,29 @@ void main() {
     }
     uint sa0 = stage * A_STAGE, sb0 = stage * B_STAGE;
     [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[WM], fb[WN];
+      uint q = kk / 16u;
+      if (PROBE != 3u || s == 0u) {
       [[unroll]] for (uint i = 0u; i < WM; i++) {
         uint m = wm0 + i * 16u;
         if (A_KFAST != 0u)
-          coopMatLoadNV(fa[i], s_a, sa0 + m * A_LINE + kk / 8u, A_LINE, false);
+          coopMatLoadNV(fa[q][i], s_a, sa0 + m * A_LINE + kk / 8u, A_LINE, false);
         else
-          coopMatLoadNV(fa[i], s_a, sa0 + kk * A_LINE + m / 8u, A_LINE, true);
+          coopMatLoadNV(fa[q][i], s_a, sa0 + kk * A_LINE + m / 8u, A_LINE, true);
       }
-      [[unroll]] for (uint j = 0u; j < WN; j++) {
-        uint n = wn0 + j * 16u;
+      [[unroll]] for (uint j = 0u; j < WN8; j++) {
+        uint n = wn0 + j * 8u;
         if (B_NFAST != 0u)
-          coopMatLoadNV(fb[j], s_b, sb0 + kk * B_LINE + n / 8u, B_LINE, false);
+          coopMatLoadNV(fb[q][j], s_b, sb0 + kk * B_LINE + n / 8u, B_LINE, false);
         else
-          coopMatLoadNV(fb[j], s_b, sb0 + n * B_LINE + kk / 8u, B_LINE, true);
+          coopMatLoadNV(fb[q][j], s_b, sb0 + n * B_LINE + kk / 8u, B_LINE, true);
       }
-      [[unroll]] for (uint i = 0u; i < WM; i++)
-        [[unroll]] for (uint j = 0u; j < WN; j++)
-          acc[i * WN + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * WN + j]);
+      }
+      if (PROBE != 2u)
+        [[unroll]] for (uint i = 0u; i < WM; i++)
+          [[unroll]] for (uint j = 0u; j < WN8; j++)
+            acc[i * WN8 + j] = coopMatMulAddNV(fa[q][i], fb[q][j], acc[i * WN8 + j]);
+      else if (kk == 0u)
+        acc[0] = coopMatMulAddNV(fa[0][0], fb[0][0], acc[0]);
     }
     if (more) {
       uint next = (stage ^ 1u);
@@ -179,16 +196,16 @@ void main() {
     barrier();
   }
 
-  // Epilogue: each 16x16 accumulator through this subgroup's f32 tile.
+  // Epilogue: each 16x8 accumulator through this subgroup's f32 tile.
   uint lane = gl_SubgroupInvocationID, sgsize = gl_SubgroupSize;
   uint c0 = sg * 256u;
   [[unroll]] for (uint i = 0u; i < WM; i++) {
-    [[unroll]] for (uint j = 0u; j < WN; j++) {
-      coopMatStoreNV(acc[i * WN + j], s_c, c0, 16u, false);
+    [[unroll]] for (uint j = 0u; j < WN8; j++) {
+      coopMatStoreNV(acc[i * WN8 + j], s_c, c0, 8u, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      for (uint e = lane; e < 256u; e += sgsize) {
-        uint gm = m0 + wm0 + i * 16u + e / 16u, gn = n0 + wn0 + j * 16u + e % 16u;
+      for (uint e = lane; e < 128u; e += sgsize) {
+        uint gm = m0 + wm0 + i * 16u + e / 8u, gn = n0 + wn0 + j * 8u + e % 8u;
         if (gm < mcount && gn < p.n)
           gemm_store(z, row0, gm, gn, s_c[c0 + e], OUT_F32 != 0u);
       }
