@@ -824,8 +824,9 @@ static bool attention_problem_ok(const vulkan_device *device, const tsr_attentio
     snprintf(why, capacity, "head dim %lld is above 256", (long long)a->q.shape[3]);
     return false;
   }
-  if (a->q.shape[1] > INT32_MAX || a->k.shape[1] > INT32_MAX ||
-      a->q.shape[2] > p->max_workgroup_count[1] || a->q.shape[0] > p->max_workgroup_count[2]) {
+  /* The shader's key positions (i + Skv - Sq, +- windows) are 32-bit ints. */
+  if (a->q.shape[1] + a->k.shape[1] > INT32_MAX / 2 || a->q.shape[2] > p->max_workgroup_count[1] ||
+      a->q.shape[0] > p->max_workgroup_count[2]) {
     snprintf(why, capacity, "sequence, head or batch extents beyond the device's grid");
     return false;
   }
@@ -881,10 +882,11 @@ static tsr_status attention_variants(const vulkan_device *device, const tsr_atte
   return TSR_OK;
 }
 
-static int32_t clamp_window(int64_t w) {
-  if (w < 0)
-    return -1;
-  return w > INT32_MAX ? INT32_MAX : (int32_t)w;
+/* A window as the shader takes it: -1 when unbounded, or wide enough that
+ * it bounds nothing (every key is within Sq + Skv of every query), so that
+ * position arithmetic never overflows. */
+static int32_t clamp_window(int64_t w, int64_t sq, int64_t skv) {
+  return w < 0 || w >= sq + skv ? -1 : (int32_t)w;
 }
 
 tsr_status vulkan_run_attention(vulkan_queue *queue, const tsr_attention_args *a,
@@ -945,8 +947,8 @@ tsr_status vulkan_run_attention(vulkan_queue *queue, const tsr_attention_args *a
                                           stride_of(ts[i], 2)};
   push.flags = a->lse.buffer ? 1u : 0u;
   push.dim = (uint32_t)dim;
-  push.window_left = clamp_window(a->window_left);
-  push.window_right = a->causal ? 0 : clamp_window(a->window_right);
+  push.window_left = clamp_window(a->window_left, sq, skv);
+  push.window_right = a->causal ? 0 : clamp_window(a->window_right, sq, skv);
   push.scale_log2 = (float)((double)a->scale * 1.4426950408889634);
 
   char name[48];
