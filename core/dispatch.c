@@ -1,4 +1,5 @@
 /* Op entry points: validate, ask the plugin, choose a variant, queue. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,10 +28,20 @@ static tsr_status prepare(tsr_device *device, tsr_op op, const void *desc, const
   return TSR_OK;
 }
 
+/* "tsr_<op>" per op, for error messages: formatted once, not per call. */
+static char call_names[TSR_OP_COUNT_][48];
+static pthread_once_t call_names_once = PTHREAD_ONCE_INIT;
+
+static void build_call_names(void) {
+  for (int op = 0; op < TSR_OP_COUNT_; op++) {
+    const char *name = tsr_op_name((tsr_op)op);
+    snprintf(call_names[op], sizeof call_names[op], "tsr_%s", name ? name : "op_run");
+  }
+}
+
 tsr_status tsr_op_run(tsr_queue *queue, tsr_op op, const void *desc) {
-  const char *name = tsr_op_name(op);
-  char call[48];
-  snprintf(call, sizeof call, "tsr_%s", name ? name : "op_run");
+  pthread_once(&call_names_once, build_call_names);
+  const char *call = (int)op >= 0 && op < TSR_OP_COUNT_ ? call_names[op] : "tsr_op_run";
   tsr__clear_error();
   if (!queue)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "queue is NULL");
@@ -40,6 +51,7 @@ tsr_status tsr_op_run(tsr_queue *queue, tsr_op op, const void *desc) {
   if (st != TSR_OK)
     return st;
   tsr_choice choice;
+  choice.struct_size = sizeof choice;
   st = tsr__choose_variant(queue->device, &args, call, &choice);
   if (st != TSR_OK)
     return st;

@@ -259,9 +259,40 @@ static int dtype_slot(int32_t dtype) {
   return dtype == TSR_DTYPE_F32 ? 0 : dtype == TSR_DTYPE_F16 ? 1 : dtype == TSR_DTYPE_BF16 ? 2 : -1;
 }
 
+/* What the GEMM choice needs of each config that does not depend on the
+ * problem, resolved once (by name) rather than in every call: its kernel per
+ * dtype, and its place in each architecture's table (-1: not listed). */
+enum { ARCH_CLASS_COUNT = sizeof arch_tables / sizeof arch_tables[0] };
+static int gemm_kernel_of[GEMM_CONFIG_COUNT][3];
+static int gemm_arch_rank[ARCH_CLASS_COUNT][GEMM_CONFIG_COUNT];
+static pthread_once_t gemm_tables_once = PTHREAD_ONCE_INIT;
+
+static void build_gemm_tables(void) {
+  for (int i = 0; i < GEMM_CONFIG_COUNT; i++)
+    for (int slot = 0; slot < 3; slot++)
+      gemm_kernel_of[i][slot] = cuda_kernel_index(gemm_configs[i].kernels[slot]);
+  for (int a = 0; a < ARCH_CLASS_COUNT; a++) {
+    for (int i = 0; i < GEMM_CONFIG_COUNT; i++) {
+      gemm_arch_rank[a][i] = -1;
+      for (int t = 0; t < arch_tables[a].gemm_count && gemm_arch_rank[a][i] < 0; t++)
+        if (strcmp(arch_tables[a].gemm[t], gemm_configs[i].variant) == 0)
+          gemm_arch_rank[a][i] = t;
+    }
+  }
+}
+
+static int gemm_index(const cuda_gemm_config *config) {
+  return (int)(config - gemm_configs);
+}
+
 int cuda_gemm_kernel(const cuda_gemm_config *config, int32_t dtype) {
   int slot = dtype_slot(dtype);
-  return slot < 0 ? -1 : cuda_kernel_index(config->kernels[slot]);
+  if (slot < 0)
+    return -1;
+  pthread_once(&gemm_tables_once, build_gemm_tables);
+  int i = gemm_index(config);
+  return i >= 0 && i < GEMM_CONFIG_COUNT ? gemm_kernel_of[i][slot]
+                                         : cuda_kernel_index(config->kernels[slot]);
 }
 
 int cuda_attention_kernel(const cuda_attention_config *config, int32_t dtype) {
@@ -280,12 +311,9 @@ int cuda_attention_generic_tile(int64_t head_dim, int limit) {
 /* What can run a problem                                                    */
 /* ------------------------------------------------------------------------ */
 
-static bool in_arch_table(const cuda_device *device, const char *variant) {
-  const arch_table *table = &arch_tables[cuda_arch_of(device->props)];
-  for (int i = 0; i < table->gemm_count; i++)
-    if (strcmp(table->gemm[i], variant) == 0)
-      return true;
-  return false;
+static bool in_arch_table(const cuda_device *device, const cuda_gemm_config *c) {
+  pthread_once(&gemm_tables_once, build_gemm_tables);
+  return gemm_arch_rank[cuda_arch_of(device->props)][gemm_index(c)] >= 0;
 }
 
 /* Blocks of a kernel resident per SM (0: it cannot run on this device). */
@@ -403,17 +431,14 @@ static bool gemm_config_runs(const cuda_device *device, const cuda_gemm_config *
   case CUDA_GEMM_WGMMA:
     return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16 ||
             (s->dtype == TSR_DTYPE_F32 && s->compute == TSR_COMPUTE_TF32)) &&
-           in_arch_table(device, c->variant) &&
-           resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0 &&
+           in_arch_table(device, c) && resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0 &&
            wgmma_runs_problem(device, s);
   case CUDA_GEMM_MMA:
-    return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16) &&
-           in_arch_table(device, c->variant) &&
+    return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16) && in_arch_table(device, c) &&
            resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0;
   case CUDA_GEMM_TF32:
     return s->dtype == TSR_DTYPE_F32 && s->compute == TSR_COMPUTE_TF32 &&
-           in_arch_table(device, c->variant) &&
-           resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0;
+           in_arch_table(device, c) && resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0;
   case CUDA_GEMM_SIMT:
     return s->dtype == TSR_DTYPE_F32;
   case CUDA_GEMM_GEMV:
@@ -512,14 +537,16 @@ static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const 
       }
     }
   }
-  const arch_table *table = &arch_tables[cuda_arch_of(device->props)];
+  const cuda_arch_class arch = cuda_arch_of(device->props);
+  const arch_table *table = &arch_tables[arch];
+  pthread_once(&gemm_tables_once, build_gemm_tables);
   int best = -1, chosen = -1, best_per_sm = 1;
   double best_util = -1.0;
   int64_t best_tiles = 0;
   for (int t = 0; t < table->gemm_count && chosen < 0; t++) {
     for (int i = 0; i < count; i++) {
       const cuda_gemm_config *c = &gemm_configs[candidates[i]];
-      if (strcmp(c->variant, table->gemm[t]) != 0)
+      if (gemm_arch_rank[arch][candidates[i]] != t)
         continue;
       int64_t tiles;
       int per_sm;
@@ -695,14 +722,89 @@ static void describe_gemm(const cuda_gemm_config *c, char *buf, size_t capacity)
   }
 }
 
-/* GEMM descriptions, formatted once: the core lists variants on every call. */
-static char gemm_descriptions[GEMM_CONFIG_COUNT][160];
-static pthread_once_t gemm_descriptions_once = PTHREAD_ONCE_INIT;
+/* GEMM list entries (name and description), formatted once: the core lists
+ * variants on every call. */
+static tsr_plugin_variant gemm_entries[GEMM_CONFIG_COUNT];
+static pthread_once_t gemm_entries_once = PTHREAD_ONCE_INIT;
 
-static void build_gemm_descriptions(void) {
-  for (int i = 0; i < GEMM_CONFIG_COUNT; i++)
-    describe_gemm(&gemm_configs[i], gemm_descriptions[i], sizeof gemm_descriptions[i]);
+static void build_gemm_entries(void) {
+  for (int i = 0; i < GEMM_CONFIG_COUNT; i++) {
+    copy_text(gemm_entries[i].name, sizeof gemm_entries[i].name, gemm_configs[i].variant);
+    describe_gemm(&gemm_configs[i], gemm_entries[i].description,
+                  sizeof gemm_entries[i].description);
+  }
 }
+
+/* The GEMM choice for one problem: which configs can run it and the
+ * heuristic's pick. The core asks three times per call (op_supported,
+ * op_variants, op_run) and applications repeat the same problem (layers,
+ * decode steps), so each thread keeps the last few choices, keyed by the
+ * args' bytes and the tensors' device addresses (alignment decides what
+ * TMA can load), and the device. Grouped GEMM is not kept: its choice also
+ * depends on the group sizes behind a pointer. */
+enum { GEMM_MEMO_SLOTS = 4 };
+
+typedef struct gemm_choice {
+  const cuda_device *device;
+  tsr_gemm_args args;
+  CUdeviceptr addresses[5];
+  uint32_t runs;  /* bit i: gemm_configs[i] can run the problem */
+  int count;      /* configs that can */
+  int pick;       /* the heuristic's config index */
+  int pick_place; /* its place in the list (configs in index order) */
+  char reason[256];
+  bool valid;
+} gemm_choice;
+
+static _Thread_local gemm_choice gemm_memo[GEMM_MEMO_SLOTS];
+static _Thread_local unsigned gemm_memo_next;
+
+static void gemm_key(const tsr_gemm_args *g, tsr_gemm_args *args, CUdeviceptr addresses[5]) {
+  memset(args, 0, sizeof *args);
+  size_t given = g->struct_size < sizeof *args ? g->struct_size : sizeof *args;
+  memcpy(args, g, given);
+  const tsr_plugin_tensor *tensors[5] = {&g->a, &g->b, &g->c, &g->bias, &g->d};
+  for (int i = 0; i < 5; i++)
+    addresses[i] = tensors[i]->buffer ? cuda_tensor_address(tensors[i]) : 0;
+}
+
+static const gemm_choice *choose_gemm(const cuda_device *device, const tsr_gemm_args *g) {
+  tsr_gemm_args args;
+  CUdeviceptr addresses[5];
+  gemm_key(g, &args, addresses);
+  for (int i = 0; i < GEMM_MEMO_SLOTS; i++) {
+    const gemm_choice *m = &gemm_memo[i];
+    if (m->valid && m->device == device && memcmp(m->addresses, addresses, sizeof addresses) == 0 &&
+        memcmp(&m->args, &args, sizeof args) == 0)
+      return m;
+  }
+  gemm_choice *m = &gemm_memo[gemm_memo_next++ % GEMM_MEMO_SLOTS];
+  m->valid = false;
+  m->device = device;
+  m->args = args;
+  memcpy(m->addresses, addresses, sizeof addresses);
+  gemm_shape s = shape_of(TSR_OP_GEMM, &m->args);
+  int candidates[GEMM_CONFIG_COUNT];
+  m->runs = 0;
+  m->count = 0;
+  for (int i = 0; i < GEMM_CONFIG_COUNT; i++) {
+    if (gemm_config_runs(device, &gemm_configs[i], &s)) {
+      candidates[m->count++] = i;
+      m->runs |= 1u << i;
+    }
+  }
+  m->reason[0] = '\0';
+  m->pick = -1;
+  m->pick_place = 0;
+  if (m->count > 0) {
+    m->pick_place = gemm_heuristic(device, &s, candidates, m->count, m->reason, sizeof m->reason);
+    m->pick = candidates[m->pick_place];
+  }
+  m->valid = true;
+  return m;
+}
+
+_Static_assert(GEMM_CONFIG_COUNT <= 32, "gemm_choice.runs is a 32-bit mask");
 
 tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *args,
                             tsr_plugin_variant_list *out, char *why, size_t why_capacity) {
@@ -710,14 +812,29 @@ tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *ar
   out->heuristic = 0;
   out->reason[0] = '\0';
   char description[160];
-  if (op == TSR_OP_GEMM || op == TSR_OP_GROUPED_GEMM) {
+  if (op == TSR_OP_GEMM) {
+    pthread_once(&gemm_entries_once, build_gemm_entries);
+    const gemm_choice *m = choose_gemm(device, args);
+    if (m->count == 0) {
+      snprintf(why, why_capacity, "no GEMM kernel of this build runs dtype %d on this GPU",
+               (int)m->args.a.dtype);
+      return TSR_ERROR_UNSUPPORTED;
+    }
+    for (int i = 0; i < GEMM_CONFIG_COUNT; i++)
+      if (m->runs & (1u << i))
+        out->variants[out->count++] = gemm_entries[i];
+    out->heuristic = m->pick_place;
+    memcpy(out->reason, m->reason, sizeof out->reason);
+    return TSR_OK;
+  }
+  if (op == TSR_OP_GROUPED_GEMM) {
     gemm_shape s = shape_of(op, args);
     int candidates[GEMM_CONFIG_COUNT], count = 0;
-    pthread_once(&gemm_descriptions_once, build_gemm_descriptions);
+    pthread_once(&gemm_entries_once, build_gemm_entries);
     for (int i = 0; i < GEMM_CONFIG_COUNT; i++) {
       if (gemm_config_runs(device, &gemm_configs[i], &s)) {
         candidates[count++] = i;
-        put_variant(out, gemm_configs[i].variant, gemm_descriptions[i]);
+        out->variants[out->count++] = gemm_entries[i];
       }
     }
     if (count == 0) {
@@ -815,6 +932,26 @@ tsr_status cuda_op_variants(const cuda_device *device, tsr_op op, const void *ar
  * inside every tsr_gemm call. */
 static const void *gemm_op_config(const cuda_device *device, tsr_op op, const void *args,
                                   const char *name, char *why, size_t why_capacity) {
+  if (op == TSR_OP_GEMM) {
+    const gemm_choice *m = choose_gemm(device, args);
+    if (m->count == 0) {
+      snprintf(why, why_capacity, "no GEMM kernel of this build runs dtype %d on this GPU",
+               (int)m->args.a.dtype);
+      return NULL;
+    }
+    if (!name || strcmp(gemm_configs[m->pick].variant, name) == 0)
+      return &gemm_configs[m->pick];
+    for (int i = 0; i < GEMM_CONFIG_COUNT; i++)
+      if ((m->runs & (1u << i)) && strcmp(gemm_configs[i].variant, name) == 0)
+        return &gemm_configs[i];
+    size_t used = (size_t)snprintf(why, why_capacity,
+                                   "variant '%s' cannot run this problem here; these can:", name);
+    for (int i = 0, listed = 0; i < GEMM_CONFIG_COUNT && used < why_capacity; i++)
+      if (m->runs & (1u << i))
+        used += (size_t)snprintf(why + used, why_capacity - used, "%s %s", listed++ ? "," : "",
+                                 gemm_configs[i].variant);
+    return NULL;
+  }
   gemm_shape s = shape_of(op, args);
   int candidates[GEMM_CONFIG_COUNT], count = 0;
   for (int i = 0; i < GEMM_CONFIG_COUNT; i++)

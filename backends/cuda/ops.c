@@ -3,6 +3,7 @@
  * the kernel(s) on the queue's stream. */
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -134,6 +135,31 @@ static void fill_epilogue(tsr_gpu_gemm_params *p, const tsr_plugin_tensor *bias,
     p->bias = cuda_tensor_address(bias);
 }
 
+/* GEMV kernels by B layout (0: K-contiguous, 1: N-contiguous), dtype (f32,
+ * f16, bf16) and rows a block keeps (the TSR_GEMV_*_ROWS lists), resolved
+ * once rather than formatted and looked up in every call. */
+static int gemv_kernels[2][3][3];
+static pthread_once_t gemv_kernels_once = PTHREAD_ONCE_INIT;
+
+static void build_gemv_kernels(void) {
+  static const char *const tags[3] = {"f32", "f16", "bf16"};
+  static const int rows[2][3] = {{1, 4, 16}, {1, 4, 8}};
+  for (int layout = 0; layout < 2; layout++)
+    for (int d = 0; d < 3; d++)
+      for (int r = 0; r < 3; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "tsr_gemv_%s_%s_r%d", layout ? "n" : "k", tags[d],
+                 rows[layout][r]);
+        gemv_kernels[layout][d][r] = cuda_kernel_index(name);
+      }
+}
+
+static int gemv_kernel(bool k_contiguous, int32_t dtype, int64_t m) {
+  pthread_once(&gemv_kernels_once, build_gemv_kernels);
+  int d = dtype == TSR_DTYPE_F32 ? 0 : dtype == TSR_DTYPE_F16 ? 1 : 2;
+  return gemv_kernels[k_contiguous ? 0 : 1][d][m <= 1 ? 0 : m <= 4 ? 1 : 2];
+}
+
 static tsr_status run_gemv(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_gemm_args *g,
                            int64_t batch) {
   const int sms = queue->device->props->multiprocessors;
@@ -144,11 +170,9 @@ static tsr_status run_gemv(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_
                    (g->b.shape[0] == 1 || (g->b.strides[0] * esize) % 16 == 0);
   bool aligned_a = cuda_tensor_address(&g->a) % 16 == 0 &&
                    (g->a.shape[0] == 1 || (g->a.strides[0] * esize) % 16 == 0);
-  char name[64];
+  const int kernel = gemv_kernel(k_contiguous, g->a.dtype, m);
   int64_t blocks_x, split, threads;
   if (k_contiguous) {
-    int rows = m <= 1 ? 1 : m <= 4 ? 4 : 16;
-    snprintf(name, sizeof name, "tsr_gemv_k_%s_r%d", dtype_tag(g->a.dtype), rows);
     p->vec_b = aligned_b && (g->b.strides[2] * esize) % 16 == 0;
     p->vec_a = aligned_a && g->a.strides[2] == 1 && (g->a.strides[1] * esize) % 16 == 0;
     threads = 256;
@@ -157,8 +181,6 @@ static tsr_status run_gemv(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_
     int64_t most = k / 512 > 1 ? k / 512 : 1;
     split = split < 1 ? 1 : split > most ? most : split;
   } else {
-    int rows = m <= 1 ? 1 : m <= 4 ? 4 : 8;
-    snprintf(name, sizeof name, "tsr_gemv_n_%s_r%d", dtype_tag(g->a.dtype), rows);
     p->vec_b = aligned_b && (g->b.strides[1] * esize) % 16 == 0;
     threads = 128;
     blocks_x = ceil_div(ceil_div(n, 8), threads);
@@ -184,8 +206,8 @@ static tsr_status run_gemv(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_
         return status;
       p->workspace = workspace_data(queue);
     }
-    tsr_status status = launch_named(queue, name, (uint64_t)blocks_x, (unsigned)split,
-                                     (unsigned)chunk, (unsigned)threads, 0, p);
+    tsr_status status = launch(queue, kernel, (uint64_t)blocks_x, (unsigned)split, (unsigned)chunk,
+                               (unsigned)threads, 0, p);
     if (status != TSR_OK)
       return status;
     if (split > 1) {

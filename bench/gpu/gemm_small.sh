@@ -74,44 +74,10 @@ fi
 torch_rows=$out/torch.tsv
 : >"$torch_rows"
 if has torch && command -v python3 >/dev/null; then
-  timeout 200 python3 - >"$torch_rows" 2>>"$log" <<'EOF'
-import torch
-def median_ms(fn, sets, calls=1, warmup=3, repeat=15):
-    for i in range(warmup):
-        fn(sets[i % len(sets)])
-    times = []
-    for i in range(repeat):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for c in range(calls):
-            fn(sets[(i + c) % len(sets)])
-        b.record(); b.synchronize()
-        times.append(a.elapsed_time(b) / calls)
-    return sorted(times)[len(times) // 2]
-cases = [("bf16", 0, 1793, 1793, 1793), ("bf16", 0, 1, 8192, 8192), ("bf16", 1, 1, 8192, 8192),
-         ("bf16", 0, 16, 4096, 4096), ("bf16", 1, 16, 4096, 4096), ("tf32", 0, 4096, 4096, 4096),
-         ("f32", 0, 4096, 4096, 4096), ("f32", 1, 4096, 4096, 4096), ("bf16", 0, 4096, 4096, 4096),
-         ("bf16", 0, 4096, 4096, 11008)]
-for name, trans, m, n, k in cases:
-    dt = torch.bfloat16 if name == "bf16" else torch.float32
-    torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-    def operands():
-        b = torch.randn(n, k, device="cuda", dtype=dt).t() if trans else \
-            torch.randn(k, n, device="cuda", dtype=dt)
-        return (torch.randn(m, k, device="cuda", dtype=dt), b)
-    sets = [operands() for _ in range(2)]
-    fn = lambda s: torch.matmul(*s)
-    single = median_ms(fn, sets)
-    queued = median_ms(fn, sets, calls=10)
-    flops = 2.0 * m * n * k
-    print(f"gemm_{name}_{m}x{n}x{k}{'_bt' if trans else ''}\t{single:.4f}\t{flops / single / 1e9:.1f}"
-          f"\t{queued:.4f}\t{flops / queued / 1e9:.1f}", flush=True)
-    del sets
-x = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-y = torch.empty_like(x)
-ms = median_ms(lambda s: y.copy_(x), [None], repeat=20)
-print(f"copy_256MiB\t{ms:.4f}\t{2 * (256 << 20) / ms / 1e9:.1f}", flush=True)
-EOF
+  timeout 200 python3 "$root/bench/gpu/torch_matmul.py" bf16,0,1793,1793,1793 bf16,0,1,8192,8192 \
+    bf16,1,1,8192,8192 bf16,0,16,4096,4096 bf16,1,16,4096,4096 tf32,0,4096,4096,4096 \
+    f32,0,4096,4096,4096 f32,1,4096,4096,4096 bf16,0,4096,4096,4096 bf16,0,4096,4096,11008 \
+    >"$torch_rows" 2>>"$log"
 fi
 
 {
