@@ -787,24 +787,29 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
 /* Attention                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* br query rows per workgroup, bc keys per block, head dims up to dp,
- * `threads` invocations. */
+/* br query rows per workgroup, bc keys per block, head dims up to dp; tpr
+ * invocations share rq rows (threads = br / rq * tpr). The GPU builds fix
+ * bc at 32 (16 above dp 128): see attention.comp. */
 typedef struct vulkan_attention_config {
   const char *name;
-  uint32_t br, bc, dp, threads;
+  uint32_t br, bc, dp, rq, tpr;
 } vulkan_attention_config;
 
 static const vulkan_attention_config attention_configs[] = {
-    {"flash_d32_q16_k32_t64", 16, 32, 32, 64},     {"flash_d64_q16_k32_t64", 16, 32, 64, 64},
-    {"flash_d64_q32_k32_t128", 32, 32, 64, 128},   {"flash_d64_q32_k16_t256", 32, 16, 64, 256},
-    {"flash_d128_q16_k32_t64", 16, 32, 128, 64},   {"flash_d128_q32_k32_t128", 32, 32, 128, 128},
-    {"flash_d128_q32_k16_t256", 32, 16, 128, 256}, {"flash_d256_q16_k16_t64", 16, 16, 256, 64},
-    {"flash_d256_q16_k16_t128", 16, 16, 256, 128},
+    {"flash_d32_q32_r4_t64", 32, 32, 32, 4, 8},     {"flash_d64_q32_r4_t64", 32, 32, 64, 4, 8},
+    {"flash_d64_q64_r4_t128", 64, 32, 64, 4, 8},    {"flash_d128_q32_r4_t64", 32, 32, 128, 4, 8},
+    {"flash_d128_q16_r2_t64", 16, 32, 128, 2, 8},   {"flash_d128_q32_r2_t128", 32, 32, 128, 2, 8},
+    {"flash_d256_q16_r4_t64", 16, 16, 256, 4, 16},  {"flash_d256_q8_r2_t64", 8, 16, 256, 2, 16},
+    {"flash_d256_q16_r2_t128", 16, 16, 256, 2, 16},
 };
 enum { ATTENTION_CONFIGS = sizeof attention_configs / sizeof attention_configs[0] };
 
+static uint32_t attention_threads(const vulkan_attention_config *c) {
+  return c->br / c->rq * c->tpr;
+}
+
 static uint32_t attention_shared_bytes(const vulkan_attention_config *c) {
-  return 4 * (c->br * c->dp + c->bc * (c->dp + 1) + c->br * c->bc);
+  return 4 * ((c->br + c->bc) * (c->dp + 4) + c->br * c->bc);
 }
 
 static bool attention_problem_ok(const vulkan_device *device, const tsr_attention_args *a,
@@ -847,25 +852,27 @@ static tsr_status attention_variants(const vulkan_device *device, const tsr_atte
    * GPUs: 128 invocations and 32 rows where the head dim allows. */
   bool small_wg = cls == VULKAN_CLASS_LAVAPIPE;
   const char *pick = NULL;
-  uint32_t picked_threads = 0;
+  uint32_t picked_rows = 0;
   char description[160];
   out->count = 0;
   out->heuristic = 0;
   for (int i = 0; i < ATTENTION_CONFIGS; i++) {
     const vulkan_attention_config *c = &attention_configs[i];
-    if (c->dp < dim || c->threads > p->max_workgroup_invocations ||
+    if (c->dp < dim || attention_threads(c) > p->max_workgroup_invocations ||
         attention_shared_bytes(c) > p->shared_memory_bytes)
       continue;
     uint64_t groups = ((uint64_t)a->q.shape[1] + c->br - 1) / c->br;
     if (groups > p->max_workgroup_count[0])
       continue;
     snprintf(description, sizeof description,
-             "scalar online softmax: %u query rows x %u keys per step, head dim <= %u, %u "
-             "invocations, %u B shared",
-             c->br, c->bc, c->dp, c->threads, attention_shared_bytes(c));
-    bool want = c->dp == dp && (small_wg ? c->threads == 64 : c->threads >= 128);
-    if (want && (!pick || c->threads > picked_threads)) {
-      picked_threads = c->threads;
+             "scalar online softmax: %u query rows x %u keys per step, head dim <= %u, %u rows "
+             "per invocation, %u invocations, %u B shared",
+             c->br, c->bc, c->dp, c->rq, attention_threads(c), attention_shared_bytes(c));
+    /* GPUs: four rows per invocation (most reuse per shared read), the
+     * most rows per workgroup. */
+    bool want = c->dp == dp && (small_wg ? attention_threads(c) == 64 : c->rq == 4 || !pick);
+    if (want && (!pick || c->br > picked_rows)) {
+      picked_rows = c->br;
       pick = c->name;
       out->heuristic = (int32_t)out->count;
     }
@@ -956,11 +963,11 @@ tsr_status vulkan_run_attention(vulkan_queue *queue, const tsr_attention_args *a
   if (device->props->type == VK_PHYSICAL_DEVICE_TYPE_CPU)
     snprintf(name, sizeof name, "attention_%s_rolled", dtype_name(a->q.dtype));
   else
-    snprintf(name, sizeof name, "attention_%s_d%u_r%u", dtype_name(a->q.dtype), c->dp,
-             c->threads / c->br);
-  uint32_t spec[4] = {c->threads, c->br, c->bc, c->dp};
+    snprintf(name, sizeof name, "attention_%s_d%u_q%u_t%u", dtype_name(a->q.dtype), c->dp, c->rq,
+             c->tpr);
+  uint32_t spec[5] = {attention_threads(c), c->br, c->bc, c->dp, c->rq};
   const vulkan_pipeline *pipeline = NULL;
-  status = vulkan_pipeline_get(device, name, spec, 4, 0, &pipeline);
+  status = vulkan_pipeline_get(device, name, spec, 5, 0, &pipeline);
   if (status != TSR_OK)
     return status;
   return vulkan_dispatch(queue, pipeline, bind, 5, &push, sizeof push,

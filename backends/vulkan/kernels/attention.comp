@@ -4,40 +4,41 @@
 // keeps a running max and sum per row (online softmax), so no Sq x Skv matrix
 // exists anywhere. Scores are in log2 units (q pre-scaled by scale * log2 e)
 // so the shader uses exp2. K and V of a block share one shared-memory tile,
-// one after the other. TPR = WG / BR invocations share a query row: each
-// holds DP / TPR of its output columns in registers.
-// Bindings: 0 q, 1 k, 2 v, 3 o, 4 lse (f32; bound to o and unused when absent).
+// one after the other.
 //
-// GPU builds fix DP and TPR at build time (attention_<dtype>_d<DP>_r<TPR>)
-// so that glslc unrolls the per-invocation output columns into registers.
-// The _rolled builds (lavapipe) take them as specialisation constants and
-// keep the loops over the head dim and the key block rolled: lavapipe's LLVM
-// otherwise unrolls them in full and compiles a DP = 128 pipeline for tens
-// of seconds.
+// Register blocking: TPR invocations share a group of RQ query rows. For the
+// scores each holds RQ rows x BC/TPR keys (a 4-element shared read of q and
+// of k feeds 4 x RQ x BC/TPR FMAs); for the output each holds RQ rows x
+// DP/TPR columns as vec4s. Rows of q and k/v are padded to DP + 4 floats:
+// 16-byte aligned, and neighbouring keys fall in different banks.
+//
+// GPU builds fix DP, RQ and TPR at build time
+// (attention_<dtype>_d<DP>_q<RQ>_t<TPR>) so that glslc unrolls the register
+// blocks. The _rolled builds (lavapipe) take DP and RQ as specialisation
+// constants and keep the loops rolled: lavapipe's LLVM otherwise unrolls
+// them in full and compiles a DP = 128 pipeline for tens of seconds.
+// Bindings: 0 q, 1 k, 2 v, 3 o, 4 lse (f32; bound to o and unused when absent).
 // @variant f32_rolled -DDTYPE_F32 -DROLLED
 // @variant f16_rolled -DDTYPE_F16 -DROLLED
 // @variant bf16_rolled -DDTYPE_BF16 -DROLLED
-// @variant f32_d32_r4 -DDTYPE_F32 -DDP_C=32 -DTPR_C=4
-// @variant f32_d64_r4 -DDTYPE_F32 -DDP_C=64 -DTPR_C=4
-// @variant f32_d64_r8 -DDTYPE_F32 -DDP_C=64 -DTPR_C=8
-// @variant f32_d128_r4 -DDTYPE_F32 -DDP_C=128 -DTPR_C=4
-// @variant f32_d128_r8 -DDTYPE_F32 -DDP_C=128 -DTPR_C=8
-// @variant f32_d256_r4 -DDTYPE_F32 -DDP_C=256 -DTPR_C=4
-// @variant f32_d256_r8 -DDTYPE_F32 -DDP_C=256 -DTPR_C=8
-// @variant f16_d32_r4 -DDTYPE_F16 -DDP_C=32 -DTPR_C=4
-// @variant f16_d64_r4 -DDTYPE_F16 -DDP_C=64 -DTPR_C=4
-// @variant f16_d64_r8 -DDTYPE_F16 -DDP_C=64 -DTPR_C=8
-// @variant f16_d128_r4 -DDTYPE_F16 -DDP_C=128 -DTPR_C=4
-// @variant f16_d128_r8 -DDTYPE_F16 -DDP_C=128 -DTPR_C=8
-// @variant f16_d256_r4 -DDTYPE_F16 -DDP_C=256 -DTPR_C=4
-// @variant f16_d256_r8 -DDTYPE_F16 -DDP_C=256 -DTPR_C=8
-// @variant bf16_d32_r4 -DDTYPE_BF16 -DDP_C=32 -DTPR_C=4
-// @variant bf16_d64_r4 -DDTYPE_BF16 -DDP_C=64 -DTPR_C=4
-// @variant bf16_d64_r8 -DDTYPE_BF16 -DDP_C=64 -DTPR_C=8
-// @variant bf16_d128_r4 -DDTYPE_BF16 -DDP_C=128 -DTPR_C=4
-// @variant bf16_d128_r8 -DDTYPE_BF16 -DDP_C=128 -DTPR_C=8
-// @variant bf16_d256_r4 -DDTYPE_BF16 -DDP_C=256 -DTPR_C=4
-// @variant bf16_d256_r8 -DDTYPE_BF16 -DDP_C=256 -DTPR_C=8
+// @variant f32_d32_q4_t8 -DDTYPE_F32 -DDP_C=32 -DRQ_C=4 -DTPR_C=8
+// @variant f32_d64_q4_t8 -DDTYPE_F32 -DDP_C=64 -DRQ_C=4 -DTPR_C=8
+// @variant f32_d128_q4_t8 -DDTYPE_F32 -DDP_C=128 -DRQ_C=4 -DTPR_C=8
+// @variant f32_d128_q2_t8 -DDTYPE_F32 -DDP_C=128 -DRQ_C=2 -DTPR_C=8
+// @variant f32_d256_q4_t16 -DDTYPE_F32 -DDP_C=256 -DRQ_C=4 -DTPR_C=16
+// @variant f32_d256_q2_t16 -DDTYPE_F32 -DDP_C=256 -DRQ_C=2 -DTPR_C=16
+// @variant f16_d32_q4_t8 -DDTYPE_F16 -DDP_C=32 -DRQ_C=4 -DTPR_C=8
+// @variant f16_d64_q4_t8 -DDTYPE_F16 -DDP_C=64 -DRQ_C=4 -DTPR_C=8
+// @variant f16_d128_q4_t8 -DDTYPE_F16 -DDP_C=128 -DRQ_C=4 -DTPR_C=8
+// @variant f16_d128_q2_t8 -DDTYPE_F16 -DDP_C=128 -DRQ_C=2 -DTPR_C=8
+// @variant f16_d256_q4_t16 -DDTYPE_F16 -DDP_C=256 -DRQ_C=4 -DTPR_C=16
+// @variant f16_d256_q2_t16 -DDTYPE_F16 -DDP_C=256 -DRQ_C=2 -DTPR_C=16
+// @variant bf16_d32_q4_t8 -DDTYPE_BF16 -DDP_C=32 -DRQ_C=4 -DTPR_C=8
+// @variant bf16_d64_q4_t8 -DDTYPE_BF16 -DDP_C=64 -DRQ_C=4 -DTPR_C=8
+// @variant bf16_d128_q4_t8 -DDTYPE_BF16 -DDP_C=128 -DRQ_C=4 -DTPR_C=8
+// @variant bf16_d128_q2_t8 -DDTYPE_BF16 -DDP_C=128 -DRQ_C=2 -DTPR_C=8
+// @variant bf16_d256_q4_t16 -DDTYPE_BF16 -DDP_C=256 -DRQ_C=4 -DTPR_C=16
+// @variant bf16_d256_q2_t16 -DDTYPE_BF16 -DDP_C=256 -DRQ_C=2 -DTPR_C=16
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #if defined(ROLLED)
@@ -49,15 +50,21 @@
 #endif
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint BR = 16; // query rows per workgroup
-layout(constant_id = 2) const uint BC = 32; // keys per block
+layout(constant_id = 1) const uint BR = 32; // query rows per workgroup
+
 const uint WG = gl_WorkGroupSize.x;
 #if defined(ROLLED)
+layout(constant_id = 2) const uint BC = 32; // keys per block
 layout(constant_id = 3) const uint DP = 64; // head dim capacity (>= dim; zero padded)
-const uint TPR = WG / BR;
+layout(constant_id = 4) const uint RQ = 4;  // query rows per invocation
+const uint TPR = WG / (BR / RQ);
 #else
-const uint DP = DP_C, TPR = TPR_C; // WG is BR * TPR
+const uint DP = DP_C, RQ = RQ_C, TPR = TPR_C; // WG is BR / RQ * TPR
+const uint BC = DP_C > 128 ? 16u : 32u;       // keys per block (ops_matrix.c's tables agree)
 #endif
+const uint DQ = DP + 4u;   // padded row (floats)
+const uint KPT = BC / TPR; // keys per invocation in the scores
+const uint CPT = DP / TPR; // output columns per invocation, CPT / 4 vec4s
 
 layout(set = 0, binding = 0) readonly buffer Q { ELEM_T q[]; };
 layout(set = 0, binding = 1) readonly buffer K { ELEM_T k[]; };
@@ -80,13 +87,28 @@ layout(push_constant) uniform AttentionPush {
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
-shared float s_q[BR * DP];
-shared float s_kv[BC * (DP + 1u)]; // +1: rows read by neighbouring invocations sit in distinct banks
+shared vec4 s_q[BR * DQ / 4u];
+shared vec4 s_kv[BC * DQ / 4u];
 shared float s_p[BR * BC];
+
+// Rows [j0, j0 + BC) of k or v (by `base` and `stride`) into s_kv, zero
+// beyond the keys and the head dim.
+void stage_kv(bool values, uint base, uint stride, int j0, uint tid) {
+  LOOP for (uint e = tid; e < BC * DP; e += WG) {
+    uint j = e / DP, d = e % DP;
+    float x = 0.0;
+    if (uint(j0) + j < p.skv && d < p.dim) {
+      uint i = base + (uint(j0) + j) * stride + d;
+      x = values ? elem_load(v[i]) : elem_load(k[i]);
+    }
+    s_kv[(j * DQ + d) >> 2][d & 3u] = x;
+  }
+}
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
-  uint row = tid / TPR, lane = tid % TPR;
+  uint rg = tid / TPR, lane = tid % TPR;
+  uint r0 = rg * RQ; // this invocation's first row in the workgroup
   uint i0 = gl_WorkGroupID.x * BR;
   uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
   uint hk = h / p.group;
@@ -100,7 +122,7 @@ void main() {
     float x = 0.0;
     if (i0 + r < p.sq && d < p.dim)
       x = elem_load(q[q_base + (i0 + r) * p.q.s1 + d]) * p.scale_log2;
-    s_q[e] = x;
+    s_q[(r * DQ + d) >> 2][d & 3u] = x;
   }
 
   // The keys any row of this workgroup may see.
@@ -110,80 +132,98 @@ void main() {
     lo = max(lo, pos_first - p.window_left);
   if (p.window_right >= 0)
     hi = min(hi, pos_last + p.window_right);
-  int my_pos = int(i0 + row) + shift;
-  int my_lo = p.window_left >= 0 ? my_pos - p.window_left : 0;
-  int my_hi = p.window_right >= 0 ? my_pos + p.window_right : int(p.skv) - 1;
 
-  const uint CPT = DP / TPR; // output columns per invocation: lane + c * TPR
-  float acc[CPT];
-  UNROLL for (uint c = 0u; c < CPT; c++)
-    acc[c] = 0.0;
-  float m = NEG_INF, l = 0.0;
+  vec4 acc[RQ][CPT / 4u];
+  float m[RQ], l[RQ];
+  UNROLL for (uint i = 0u; i < RQ; i++) {
+    m[i] = NEG_INF;
+    l[i] = 0.0;
+    UNROLL for (uint c = 0u; c < CPT / 4u; c++)
+      acc[i][c] = vec4(0.0);
+  }
 
   LOOP for (int j0 = (lo / int(BC)) * int(BC); j0 <= hi; j0 += int(BC)) {
     barrier(); // the previous block's V reads (and the Q stores) are done
-    LOOP for (uint e = tid; e < BC * DP; e += WG) {
-      uint j = e / DP, d = e % DP;
-      float x = 0.0;
-      if (uint(j0) + j < p.skv && d < p.dim)
-        x = elem_load(k[k_base + (uint(j0) + j) * p.k.s1 + d]);
-      s_kv[j * (DP + 1u) + d] = x;
-    }
+    stage_kv(false, k_base, p.k.s1, j0, tid);
     barrier();
-    LOOP for (uint jj = lane; jj < BC; jj += TPR) {
-      int key = j0 + int(jj);
-      float s = NEG_INF;
-      if (key >= my_lo && key <= my_hi && key < int(p.skv)) {
-        s = 0.0;
-        UNROLL for (uint d = 0u; d < DP; d++)
-          s = fma(s_q[row * DP + d], s_kv[jj * (DP + 1u) + d], s);
+    float sc[RQ][KPT];
+    UNROLL for (uint i = 0u; i < RQ; i++)
+      UNROLL for (uint t = 0u; t < KPT; t++)
+        sc[i][t] = 0.0;
+    LOOP for (uint d4 = 0u; d4 < DP / 4u; d4++) {
+      vec4 qv[RQ];
+      UNROLL for (uint i = 0u; i < RQ; i++)
+        qv[i] = s_q[((r0 + i) * DQ >> 2) + d4];
+      UNROLL for (uint t = 0u; t < KPT; t++) {
+        vec4 kv = s_kv[((lane + t * TPR) * DQ >> 2) + d4];
+        UNROLL for (uint i = 0u; i < RQ; i++)
+          sc[i][t] += dot(qv[i], kv);
       }
-      s_p[row * BC + jj] = s;
+    }
+    UNROLL for (uint i = 0u; i < RQ; i++) {
+      int pos = int(i0 + r0 + i) + shift;
+      UNROLL for (uint t = 0u; t < KPT; t++) {
+        int key = j0 + int(lane + t * TPR);
+        bool seen = key < int(p.skv) && (p.window_left < 0 || key >= pos - p.window_left) &&
+                    (p.window_right < 0 || key <= pos + p.window_right);
+        s_p[(r0 + i) * BC + lane + t * TPR] = seen ? sc[i][t] : NEG_INF;
+      }
     }
     barrier();
-    float mb = NEG_INF;
+    float m_new[RQ], corr[RQ];
+    UNROLL for (uint i = 0u; i < RQ; i++)
+      m_new[i] = m[i];
     LOOP for (uint jj = 0u; jj < BC; jj++)
-      mb = max(mb, s_p[row * BC + jj]);
-    float m_new = max(m, mb);
-    float corr = m == NEG_INF ? 0.0 : exp2(m - m_new);
+      UNROLL for (uint i = 0u; i < RQ; i++)
+        m_new[i] = max(m_new[i], s_p[(r0 + i) * BC + jj]);
+    UNROLL for (uint i = 0u; i < RQ; i++)
+      corr[i] = m[i] == NEG_INF ? 0.0 : exp2(m[i] - m_new[i]);
     barrier(); // every row's max is read before the probabilities replace the scores
-    LOOP for (uint jj = lane; jj < BC; jj += TPR) {
-      float s = s_p[row * BC + jj];
-      s_p[row * BC + jj] = s == NEG_INF ? 0.0 : exp2(s - m_new);
-    }
-    LOOP for (uint e = tid; e < BC * DP; e += WG) {
-      uint j = e / DP, d = e % DP;
-      float x = 0.0;
-      if (uint(j0) + j < p.skv && d < p.dim)
-        x = elem_load(v[v_base + (uint(j0) + j) * p.v.s1 + d]);
-      s_kv[j * (DP + 1u) + d] = x;
-    }
+    UNROLL for (uint i = 0u; i < RQ; i++)
+      UNROLL for (uint t = 0u; t < KPT; t++) {
+        uint at = (r0 + i) * BC + lane + t * TPR;
+        float s = s_p[at];
+        s_p[at] = s == NEG_INF ? 0.0 : exp2(s - m_new[i]);
+      }
+    stage_kv(true, v_base, p.v.s1, j0, tid);
     barrier();
-    float sum = 0.0;
+    float sum[RQ];
+    UNROLL for (uint i = 0u; i < RQ; i++)
+      sum[i] = 0.0;
     LOOP for (uint jj = 0u; jj < BC; jj++)
-      sum += s_p[row * BC + jj];
-    l = l * corr + sum;
-    m = m_new;
-    UNROLL for (uint c = 0u; c < CPT; c++)
-      acc[c] *= corr;
+      UNROLL for (uint i = 0u; i < RQ; i++)
+        sum[i] += s_p[(r0 + i) * BC + jj];
+    UNROLL for (uint i = 0u; i < RQ; i++) {
+      l[i] = l[i] * corr[i] + sum[i];
+      m[i] = m_new[i];
+      UNROLL for (uint c = 0u; c < CPT / 4u; c++)
+        acc[i][c] *= corr[i];
+    }
     LOOP for (uint jj = 0u; jj < BC; jj++) {
-      float pj = s_p[row * BC + jj];
-      UNROLL for (uint c = 0u; c < CPT; c++)
-        acc[c] = fma(pj, s_kv[jj * (DP + 1u) + lane + c * TPR], acc[c]);
+      float pj[RQ];
+      UNROLL for (uint i = 0u; i < RQ; i++)
+        pj[i] = s_p[(r0 + i) * BC + jj];
+      UNROLL for (uint c = 0u; c < CPT / 4u; c++) {
+        vec4 vv = s_kv[(jj * DQ >> 2) + lane + c * TPR];
+        UNROLL for (uint i = 0u; i < RQ; i++)
+          acc[i][c] = fma(vec4(pj[i]), vv, acc[i][c]);
+      }
     }
   }
 
-  uint i = i0 + row;
-  if (i >= p.sq)
-    return;
-  float inv = l > 0.0 ? 1.0 / l : 0.0;
-  uint o_base = p.o.first + b * p.o.s0 + i * p.o.s1 + h * p.o.s2;
-  UNROLL for (uint c = 0u; c < CPT; c++) {
-    uint d = lane + c * TPR;
-    if (d < p.dim)
-      o[o_base + d] = elem_make(acc[c] * inv);
+  UNROLL for (uint i = 0u; i < RQ; i++) {
+    uint row = i0 + r0 + i;
+    float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
+    uint o_base = p.o.first + b * p.o.s0 + row * p.o.s1 + h * p.o.s2;
+    UNROLL for (uint c = 0u; c < CPT / 4u; c++) {
+      uint d = 4u * (lane + c * TPR);
+      vec4 x = acc[i][c] * inv;
+      UNROLL for (uint e = 0u; e < 4u; e++)
+        if (row < p.sq && d + e < p.dim)
+          o[o_base + d + e] = elem_make(x[e]);
+    }
+    if (row < p.sq && (p.flags & 1u) != 0u && lane == 0u)
+      lse[p.lse.first + b * p.lse.s0 + h * p.lse.s1 + row * p.lse.s2] =
+          l[i] > 0.0 ? (m[i] + log2(l[i])) * 0.6931471805599453 : NEG_INF;
   }
-  if ((p.flags & 1u) != 0u && lane == 0u)
-    lse[p.lse.first + b * p.lse.s0 + h * p.lse.s1 + i * p.lse.s2] =
-        l > 0.0 ? (m + log2(l)) * 0.6931471805599453 : NEG_INF;
 }
