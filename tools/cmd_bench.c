@@ -571,12 +571,13 @@ static void calibrate_device(tsr_device *device, const tsr_device_info *info, ts
 /* One row                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static timing_plan plan_for(const problem_spec *spec, bool short_run) {
+static timing_plan plan_for(const problem_spec *spec, bool short_run, int device_type) {
   double flops = problem_flops(spec), bytes = problem_bytes(spec);
   /* One long run needs no second warm-up. */
   bool heavy = flops > 4e9 || bytes > 512e6;
-  return short_run ? (timing_plan){1, 3, 10, 0.1}
-                   : (timing_plan){heavy ? 1 : 3, 3, 30, heavy ? 2.0 : 1.0};
+  double warm = timing_warmup_seconds(device_type);
+  return short_run ? (timing_plan){1, 3, 10, 0.1, warm}
+                   : (timing_plan){heavy ? 1 : 3, 3, 30, heavy ? 2.0 : 1.0, warm};
 }
 
 /* OpenBLAS on the very same inputs, in a child; proves the inputs equal
@@ -672,7 +673,7 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
       break;
     }
   }
-  timing_plan plan = plan_for(spec, o->short_run);
+  timing_plan plan = plan_for(spec, o->short_run, info->type);
   /* A row bound by memory is compared with copies timed just before and
    * just after it (median of both). */
   bool bracket = judged && !compute_bound && copy->src != NULL;

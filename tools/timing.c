@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -34,19 +35,38 @@ static tsr_status timed_run(problem *p, tsr_queue *queue, const char *variant, d
   return status;
 }
 
+double timing_warmup_seconds(int device_type) {
+  return device_type == TSR_DEVICE_CPU ? 0.0 : 0.2;
+}
+
+static double monotonic_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const char *variant,
                         const timing_plan *plan, double *median_ms, int *runs) {
-  for (int i = 0; i < plan->warmup; i++) {
-    tsr_status status = problem_run(&sets[i % set_count], queue, variant);
+  double warm_start = monotonic_seconds();
+  tsr_status status = TSR_OK;
+  /* The counted warm-up, then rounds of set_count runs until warmup_seconds
+   * have passed (each round waited for, so the clock measures the device). */
+  for (int i = 0, round_end = plan->warmup;; i++) {
+    if (i == round_end) {
+      status = tsr_queue_finish(queue);
+      if (status != TSR_OK) {
+        cli_api_error("tsr_queue_finish", status);
+        return status;
+      }
+      if (monotonic_seconds() - warm_start >= plan->warmup_seconds)
+        break;
+      round_end += set_count;
+    }
+    status = problem_run(&sets[i % set_count], queue, variant);
     if (status != TSR_OK) {
       cli_api_error(tsr_op_name(sets[0].spec.op), status);
       return status;
     }
-  }
-  tsr_status status = tsr_queue_finish(queue);
-  if (status != TSR_OK) {
-    cli_api_error("tsr_queue_finish", status);
-    return status;
   }
   double samples[TIMING_MAX_SAMPLES];
   int max_runs = plan->max_runs < TIMING_MAX_SAMPLES ? plan->max_runs : TIMING_MAX_SAMPLES;

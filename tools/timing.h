@@ -12,7 +12,15 @@ typedef struct timing_plan {
   int min_runs;  /* timed runs at least */
   int max_runs;  /* timed runs at most (<= TIMING_MAX_SAMPLES) */
   double budget; /* stop after min_runs once this many seconds of samples */
+  /* after the warm-up runs, more untimed runs until this many seconds have
+   * passed: a GPU idle while inputs were built runs at a fraction of its
+   * clock for the first tens of milliseconds of work (Vulkan on the H100:
+   * 675-780 MHz against 1980 MHz loaded, timings 2.5x long) */
+  double warmup_seconds;
 } timing_plan;
+
+/* Seconds of back-to-back warm-up a device of this type gets (GPUs: 0.2). */
+double timing_warmup_seconds(int device_type);
 
 /* Times problem_run over `sets` (the same problem built from different
  * seeds, used in turn). On success *median_ms holds the median event time.
