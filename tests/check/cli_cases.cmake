@@ -192,7 +192,7 @@ elseif(CASE STREQUAL "bench_suite")
   # A criterion whose reference row was left out cannot be judged.
   run(EXIT zero ARGS bench --suite cpu --short --op attention --device cpu
       EXPECT "attention f32 1x8x8x2048x2048x128: GFLOP/s / tessera's gemm f32 4096x4096x4096 +- +>= 0.5 +- +n/a \\(reference row not run\\)")
-  run(EXIT nonzero ARGS bench --suite gpu EXPECT "unknown suite 'gpu' \\(suites: default, cpu\\)")
+  run(EXIT nonzero ARGS bench --suite gpu EXPECT "unknown suite 'gpu' \\(suites: default, cpu, cuda\\)")
 
 elseif(CASE STREQUAL "openblas_child")
   # The hidden subcommand bench runs OpenBLAS through checks its arguments
