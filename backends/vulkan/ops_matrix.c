@@ -316,7 +316,12 @@ static tsr_status gemm_variants(const vulkan_device *device, const gemm_problem 
                                              "simt_64x64x16_4x4"};
     static const char *const coop_order[] = {"coopmat_128x128x32_2x2", "coopmat_128x64x32_2x2",
                                              "coopmat_64x64x32_2x2"};
-    const char *const *order = coop ? coop_order : simt_order;
+    /* NVIDIA's 580 driver multiplies cooperative matrices at about the
+     * scalar FMA rate on the H100 (bench/notes/vulkan-matrix.md): the simt
+     * tiles tie at 4096^3 and win 3x on small grouped problems there, so
+     * that class lists coopmat for tuning but does not pick it. */
+    bool coop_pick = coop && cls != VULKAN_CLASS_NVIDIA;
+    const char *const *order = coop_pick ? coop_order : simt_order;
     uint64_t want = 2 * (uint64_t)(p->compute_units ? p->compute_units : 32);
     for (int o = 0; o < 3 && !pick; o++) {
       for (int i = 0; i < GEMM_CONFIGS; i++) {
@@ -330,7 +335,7 @@ static tsr_status gemm_variants(const vulkan_device *device, const gemm_problem 
       }
     }
     snprintf(reason, sizeof reason, "%sthe largest tile giving %llu workgroups (2 per unit)",
-             coop ? "f16 on cooperative matrices 16x8x16; " : "", (unsigned long long)want);
+             coop_pick ? "f16 on cooperative matrices 16x8x16; " : "", (unsigned long long)want);
   }
   char description[160];
   out->count = 0;
@@ -868,9 +873,10 @@ static tsr_status attention_variants(const vulkan_device *device, const tsr_atte
              "scalar online softmax: %u query rows x %u keys per step, head dim <= %u, %u rows "
              "per invocation, %u invocations, %u B shared",
              c->br, c->bc, c->dp, c->rq, attention_threads(c), attention_shared_bytes(c));
-    /* GPUs: four rows per invocation (most reuse per shared read), the
-     * most rows per workgroup. */
-    bool want = c->dp == dp && (small_wg ? attention_threads(c) == 64 : c->rq == 4 || !pick);
+    /* GPUs: 128 invocations, the most rows per workgroup (H100, f16 D128:
+     * q32_r2_t128 90.6 ms, q32_r4_t64 124.6 ms). */
+    bool want = c->dp == dp &&
+                (small_wg ? attention_threads(c) == 64 : attention_threads(c) == 128 || !pick);
     if (want && (!pick || c->br > picked_rows)) {
       picked_rows = c->br;
       pick = c->name;
