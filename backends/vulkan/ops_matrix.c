@@ -386,37 +386,42 @@ static const vulkan_gemm_config *gemm_choose(vulkan_queue *queue, const gemm_pro
   return NULL;
 }
 
-/* Uploads the group table (prefix sums of M tiles, then of rows) into the
- * queue's scratch with fills, one per run of equal words: recorded in the
- * command buffer like a dispatch, so nothing waits. */
+/* Uploads the group table (prefix sums of M tiles, then of rows): in the
+ * command buffer (vulkan_queue_upload) where it fits, else into the queue's
+ * scratch with one fill per run of equal words. Nothing waits either way. */
 static tsr_status gemm_group_table(vulkan_queue *queue, const gemm_problem *g, uint32_t bm,
                                    vulkan_binding *out) {
   uint64_t words = 2 * (uint64_t)g->batch + 2;
-  tsr_status status = vulkan_queue_scratch(queue, words * 4, out);
-  if (status != TSR_OK)
-    return status;
-  out->range = words * 4;
-  uint32_t value = 0, run_start = 0, run_value = 0;
-  for (uint64_t w = 0; w <= words; w++) {
-    if (w < words) {
-      if (w == 0 || w == (uint64_t)g->batch + 1)
-        value = 0;
-      else if (w <= (uint64_t)g->batch)
-        value += (uint32_t)(((uint64_t)g->group_sizes[w - 1] + bm - 1) / bm);
-      else
-        value += (uint32_t)g->group_sizes[w - g->batch - 2];
-    }
-    if (w == words || (w > 0 && value != run_value)) {
-      vulkan_binding b = *out;
-      b.offset += (uint64_t)run_start * 4;
-      status = vulkan_fill(queue, &b, (w - run_start) * 4, run_value);
-      if (status != TSR_OK)
-        return status;
-      run_start = (uint32_t)w;
-    }
-    run_value = value;
+  uint32_t *table = malloc(words * sizeof *table);
+  if (!table) {
+    vulkan_set_error(queue->device->plugin, "vulkan: out of host memory for a group table");
+    return TSR_ERROR_OUT_OF_MEMORY;
   }
-  return TSR_OK;
+  uint64_t g_count = (uint64_t)g->batch;
+  table[0] = 0;
+  table[g_count + 1] = 0;
+  for (uint64_t i = 0; i < g_count; i++) {
+    table[i + 1] = table[i] + (uint32_t)(((uint64_t)g->group_sizes[i] + bm - 1) / bm);
+    table[g_count + 2 + i] = table[g_count + 1 + i] + (uint32_t)g->group_sizes[i];
+  }
+  tsr_status status;
+  if (words * 4 <= VULKAN_UPLOAD_BYTES) {
+    status = vulkan_queue_upload(queue, table, (uint32_t)(words * 4), out);
+  } else {
+    status = vulkan_queue_scratch(queue, words * 4, out);
+    if (status == TSR_OK)
+      out->range = words * 4;
+    for (uint64_t start = 0, w = 1; status == TSR_OK && start < words; w++) {
+      if (w < words && table[w] == table[start])
+        continue;
+      vulkan_binding b = *out;
+      b.offset += start * 4;
+      status = vulkan_fill(queue, &b, (w - start) * 4, table[start]);
+      start = w;
+    }
+  }
+  free(table);
+  return status;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -580,81 +585,49 @@ fail:
   return NULL;
 }
 
-/* Pipelines built from rewritten SPIR-V, per device, until pipeline.c offers
- * vulkan_pipeline_get_code (REQUESTS.md, 1). */
-typedef struct matrix_pipeline {
-  struct matrix_pipeline *next;
-  const vulkan_device *device;
-  VkDevice handle;
-  char name[64];
-  uint32_t spec[VULKAN_MAX_SPEC_CONSTANTS];
-  uint32_t n_spec;
-  vulkan_pipeline pipeline;
-} matrix_pipeline;
+/* The KHR forms of the coopmat builds, rewritten once per process and kept
+ * (a few hundred KB at most; the blobs they come from live as long). */
+typedef struct khr_code {
+  struct khr_code *next;
+  char name[64]; /* the pipeline cache key: "<embedded name>_khr" */
+  uint32_t *code;
+  size_t words;
+} khr_code;
 
-static matrix_pipeline *matrix_pipelines;
-static pthread_mutex_t matrix_pipelines_lock = PTHREAD_MUTEX_INITIALIZER;
+static khr_code *khr_codes;
+static pthread_mutex_t khr_codes_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The KHR form of embedded shader `name` with specialisation constants
  * spec[0..n). */
 static tsr_status matrix_pipeline_khr(vulkan_device *device, const char *name, const uint32_t *spec,
                                       uint32_t n_spec, const vulkan_pipeline **out) {
-  pthread_mutex_lock(&matrix_pipelines_lock);
-  for (matrix_pipeline *e = matrix_pipelines; e; e = e->next)
-    if (e->device == device && e->handle == device->handle && e->n_spec == n_spec &&
-        strcmp(e->name, name) == 0 && memcmp(e->spec, spec, n_spec * sizeof *spec) == 0) {
-      *out = &e->pipeline;
-      pthread_mutex_unlock(&matrix_pipelines_lock);
-      return TSR_OK;
+  pthread_mutex_lock(&khr_codes_lock);
+  khr_code *found = NULL;
+  for (khr_code *e = khr_codes; e && !found; e = e->next)
+    if (strncmp(e->name, name, strlen(name)) == 0 && strcmp(e->name + strlen(name), "_khr") == 0)
+      found = e;
+  if (!found) {
+    const vulkan_shader_blob *blob = vulkan_shader_find(name);
+    size_t words = 0;
+    uint32_t *code = blob ? coopmat_nv_to_khr(blob->code, blob->bytes / 4, &words) : NULL;
+    found = code ? calloc(1, sizeof *found) : NULL;
+    if (found) {
+      snprintf(found->name, sizeof found->name, "%s_khr", name);
+      found->code = code;
+      found->words = words;
+      found->next = khr_codes;
+      khr_codes = found;
+    } else {
+      free(code);
     }
-  tsr_status status = TSR_OK;
-  const vulkan_shader_blob *blob = vulkan_shader_find(name);
-  size_t words = 0;
-  uint32_t *code = blob ? coopmat_nv_to_khr(blob->code, blob->bytes / 4, &words) : NULL;
-  matrix_pipeline *entry = code ? calloc(1, sizeof *entry) : NULL;
-  if (!entry) {
+  }
+  pthread_mutex_unlock(&khr_codes_lock);
+  if (!found) {
     vulkan_set_error(device->plugin, "vulkan: %s: no KHR cooperative-matrix form", name);
-    pthread_mutex_unlock(&matrix_pipelines_lock);
-    free(code);
     return TSR_ERROR_BACKEND;
   }
-  VkShaderModuleCreateInfo module_info = {
-      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = words * 4, .pCode = code};
-  VkShaderModule module;
-  VkResult result = device->vk.vkCreateShaderModule(device->handle, &module_info, NULL, &module);
-  free(code);
-  if (result == VK_SUCCESS) {
-    VkSpecializationMapEntry map[VULKAN_MAX_SPEC_CONSTANTS];
-    for (uint32_t i = 0; i < n_spec; i++)
-      map[i] = (VkSpecializationMapEntry){i, i * 4, 4};
-    VkSpecializationInfo info = {n_spec, map, n_spec * 4, spec};
-    VkComputePipelineCreateInfo create = {
-        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                  .module = module,
-                  .pName = "main",
-                  .pSpecializationInfo = n_spec ? &info : NULL},
-        .layout = device->layout};
-    result = device->vk.vkCreateComputePipelines(device->handle, device->cache, 1, &create, NULL,
-                                                 &entry->pipeline.handle);
-    device->vk.vkDestroyShaderModule(device->handle, module, NULL);
-  }
-  if (result != VK_SUCCESS) {
-    status = vulkan_fail(device->plugin, result, name);
-    free(entry);
-  } else {
-    entry->device = device;
-    entry->handle = device->handle;
-    snprintf(entry->name, sizeof entry->name, "%s", name);
-    memcpy(entry->spec, spec, n_spec * sizeof *spec);
-    entry->n_spec = n_spec;
-    entry->next = matrix_pipelines;
-    matrix_pipelines = entry;
-    *out = &entry->pipeline;
-  }
-  pthread_mutex_unlock(&matrix_pipelines_lock);
-  return status;
+  vulkan_shader_blob blob = {found->name, found->code, found->words * 4};
+  return vulkan_pipeline_get_code(device, &blob, spec, n_spec, 0, out);
 }
 
 static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const char *variant) {
