@@ -473,10 +473,12 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
   const int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
   int64_t most_batch = MAX_GRID_YZ, split = 1;
   if (c->kind == CUDA_GEMM_MMA && c->bm == 16 && tiles <= WORKSPACE_COUNTERS) {
-    /* Decode shapes: split K over the blocks of each tile so that one wave
-     * of blocks fills the GPU's block slots. */
-    int per_sm = kernel >= 0 ? queue->device->blocks_per_sm[kernel] : 1;
-    int64_t slots = (int64_t)queue->device->props->multiprocessors * (per_sm > 0 ? per_sm : 1);
+    /* Decode shapes: split K over the blocks of each tile so that there are
+     * about as many blocks as SMs: fewer, longer-lived blocks than one per
+     * block slot (H100, queued: 16x4096x4096 21.7 -> 20.8 us, 1x8192x8192
+     * 57.0 -> 53.8 us; half or 1.5 blocks per SM were slower;
+     * bench/notes/cuda-gemm-small.md). */
+    int64_t slots = queue->device->props->multiprocessors;
     int64_t in_flight = tiles * batch;
     int64_t k_tiles = ceil_div(p.k, c->bk);
     split = in_flight < slots ? slots / in_flight : 1;

@@ -3,7 +3,9 @@
 # elsewhere (carried to the device). Steps (STEPS, default all):
 #   check     tessera check --device cuda:0 (every op), tests/cuda variants
 #   host      host_overhead (bench/gpu/host_overhead.c) with this build and,
-#             when BASE_LIB is set, with the libraries there (before/after)
+#             when BASE_LIB is set, with the libraries there (before/after);
+#             with lib/libfake_cuda.so (bench/gpu/fake_libcuda.c) also on that
+#             stand-in driver: tessera's own share of the host time
 #   bench     gemm_bench: single call and 10 queued, decode shapes
 #   torch     torch.matmul on the same shapes, single and queued, and a
 #             256 MiB device copy for the bandwidth ceiling
@@ -48,6 +50,14 @@ if has host; then
   timeout 120 "$build/bin/host_overhead" >"$out/host_new.txt" 2>&1
   say "host_overhead, this build: exit $?"
   cat "$out/host_new.txt" | tee -a "$log"
+  if [[ -f "$lib/libfake_cuda.so" ]]; then
+    # the same calls on a stand-in driver whose calls return at once: tessera's
+    # own host time on this CPU (GPU columns meaningless)
+    TESSERA_CUDA_DRIVER=$lib/libfake_cuda.so timeout 120 "$build/bin/host_overhead" \
+      >"$out/host_fake.txt" 2>&1
+    say "host_overhead, this build, fake driver: exit $?"
+    cat "$out/host_fake.txt" | tee -a "$log"
+  fi
 fi
 
 rows=$out/bench.tsv

@@ -239,44 +239,89 @@ TSR_DEVICE void weights_at(const rows_params &p, uint64_t base, int64_t stride, 
   }
 }
 
+/* Hides a value's origin from the compiler, so that what it computed from
+ * the value before is recomputed after rather than kept in registers. */
+TSR_DEVICE void opaque(uint4 &v) {
+#if defined(__HIPCC__)
+  __asm__ volatile("" : "+v"(v.x), "+v"(v.y), "+v"(v.z), "+v"(v.w));
+#else
+  asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
+#endif
+}
+
+/* RMSNorm keeps the row as loaded (16-byte raw chunks of x, and of the
+ * residual when there is one; 16 registers each for 16-bit rows) and widens
+ * it to f32 where it is used, so a 256-thread block fits in 64 registers
+ * and 4 blocks (rows) share an SM. The weight is read after the reduction:
+ * 16 KiB that every row reuses, served from L1. */
 template <typename T> TSR_DEVICE void rmsnorm_regs(const rows_params &p) {
-  constexpr int V = row_regs<T>::V, R = row_regs<T>::R;
+  constexpr int V = 16 / (int)sizeof(T), R = TSR_GPU_ROW_REGS / V;
   __shared__ float scratch[32];
   const int64_t chunks = p.n / V;
+  const int threads = blockDim.x, t = threadIdx.x;
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
     const T *x = (const T *)p.x + row_offset(p.lead, p.x_lead, r);
     const T *res =
         p.residual ? (const T *)p.residual + row_offset(p.lead, p.residual_lead, r) : nullptr;
-    T *y = (T *)p.y + row_offset(p.lead, p.y_lead, r);
-    T *res_out =
-        p.residual_out ? (T *)p.residual_out + row_offset(p.lead, p.residual_out_lead, r) : nullptr;
-    row_regs<T> h;
-    h.load(x, res, chunks, 0.0f);
-    weight_regs<T> wr;
-    wr.load(p, p.weight, chunks);
-    float squares = 0.0f;
-#pragma unroll
-    for (int j = 0; j < R; j++)
-#pragma unroll
-      for (int i = 0; i < V; i++)
-        squares = fmaf(h.v[j][i], h.v[j][i], squares);
-    if (res_out) {
-#pragma unroll
-      for (int j = 0; j < R; j++)
-        if (h.chunk(j) < chunks)
-          store16_streaming<T>(res_out + h.chunk(j) * V, h.v[j]);
-    }
-    const float inverse_rms = rsqrtf(block_reduce_sum(squares, scratch) / (float)p.n + p.eps);
+    uint4 xr[R], rr[R];
 #pragma unroll
     for (int j = 0; j < R; j++) {
-      if (h.chunk(j) >= chunks)
-        continue;
-      float w[V];
-      wr.get(p, p.weight, p.weight_stride, j, h.chunk(j) * V, w, 1.0f);
+      const int64_t c = (int64_t)j * threads + t;
+      if (c < chunks) {
+        xr[j] = *(const uint4 *)(x + c * V);
+        if (res)
+          rr[j] = *(const uint4 *)(res + c * V);
+      }
+    }
+    /* h of chunk j in f32: x (+ residual). */
+    auto widen = [&](int j, float *h) {
+      tsr_vec16<T>::load(&xr[j], h);
+      if (res) {
+        float add[V];
+        tsr_vec16<T>::load(&rr[j], add);
 #pragma unroll
-      for (int i = 0; i < V; i++)
-        h.v[j][i] = h.v[j][i] * inverse_rms * w[i];
-      store16_streaming<T>(y + h.chunk(j) * V, h.v[j]);
+        for (int i = 0; i < V; i++)
+          h[i] += add[i];
+      }
+    };
+    T *res_out =
+        p.residual_out ? (T *)p.residual_out + row_offset(p.lead, p.residual_out_lead, r) : nullptr;
+    float squares = 0.0f;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      const int64_t c = (int64_t)j * threads + t;
+      if (c < chunks) {
+        float h[V];
+        widen(j, h);
+#pragma unroll
+        for (int i = 0; i < V; i++)
+          squares = fmaf(h[i], h[i], squares);
+        if (res_out)
+          store16_streaming<T>(res_out + c * V, h);
+      }
+    }
+    const float inverse_rms = rsqrtf(block_reduce_sum(squares, scratch) / (float)p.n + p.eps);
+    /* Widen again below rather than keep the f32 values of the first pass
+     * alive (twice the registers): the compiler may not reuse them. */
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      opaque(xr[j]);
+      if (res)
+        opaque(rr[j]);
+    }
+    T *y = (T *)p.y + row_offset(p.lead, p.y_lead, r);
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+      const int64_t c = (int64_t)j * threads + t;
+      if (c < chunks) {
+        float h[V], w[V];
+        weights_at<T>(p, p.weight, p.weight_stride, c * V, w, 1.0f);
+        widen(j, h);
+#pragma unroll
+        for (int i = 0; i < V; i++)
+          h[i] = h[i] * inverse_rms * w[i];
+        store16_streaming<T>(y + c * V, h);
+      }
     }
   }
 }
@@ -365,51 +410,68 @@ template <typename T> TSR_DEVICE void softmax_regs(const rows_params &p) {
 }
 
 /* Cross entropy reads the row once and keeps nothing: each thread takes
- * batches of R of its 16-byte chunks (all R loads in flight before the
- * first use), folds each batch into a running (max, sum of exp) pair, and
- * the block merges the pairs. Any row length; no registers held per row. */
+ * batches of CE_BATCH of its 16-byte chunks (all loads in flight before the
+ * first use; with 128 threads a batch covers 8192 16-bit elements, a whole
+ * row of that length), folds each batch into a running (max, sum of exp)
+ * pair, and the block merges the pairs. Any row length. Thread 0 reads the
+ * target and the target's logit while the row is in flight, so the loss
+ * costs no dependent memory round trips after the reduction. */
+enum { CE_BATCH = 8 };
 template <typename T> TSR_DEVICE void cross_entropy_regs(const rows_params &p) {
-  constexpr int V = row_regs<T>::V, R = row_regs<T>::R;
+  constexpr int V = 16 / (int)sizeof(T), R = CE_BATCH;
   __shared__ float scratch[64];
   const int64_t chunks = p.n / V;
+  const int threads = blockDim.x, t = threadIdx.x;
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
     const T *x = (const T *)p.x + row_offset(p.lead, p.x_lead, r);
+    int64_t target = 0;
+    if (t == 0)
+      target = ((const int32_t *)p.targets)[r * p.targets_stride];
+    float picked = 0.0f;
+    bool first = true;
     max_sum running = {-INFINITY, 0.0f};
-    for (int64_t base = threadIdx.x; base < chunks; base += (int64_t)R * blockDim.x) {
+    for (int64_t base = t; base < chunks; base += (int64_t)R * threads) {
       uint4 raw[R];
 #pragma unroll
       for (int j = 0; j < R; j++)
-        if (base + (int64_t)j * blockDim.x < chunks)
-          raw[j] = *(const uint4 *)(x + (base + (int64_t)j * blockDim.x) * V);
+        if (base + (int64_t)j * threads < chunks)
+          raw[j] = *(const uint4 *)(x + (base + (int64_t)j * threads) * V);
+      if (t == 0 && first && target >= 0 && target < p.n)
+        picked = tsr_elem<T>::to_float(x[target]);
+      first = false;
       float top = -INFINITY;
-      float v[R][V];
 #pragma unroll
-      for (int j = 0; j < R; j++) {
-        const bool live = base + (int64_t)j * blockDim.x < chunks;
-        if (live)
-          tsr_vec16<T>::load(&raw[j], v[j]);
+      for (int j = 0; j < R; j++)
+        if (base + (int64_t)j * threads < chunks) {
+          float v[V];
+          tsr_vec16<T>::load(&raw[j], v);
 #pragma unroll
-        for (int i = 0; i < V; i++) {
-          if (!live)
-            v[j][i] = -INFINITY;
-          top = fmaxf(top, v[j][i]);
+          for (int i = 0; i < V; i++)
+            top = fmaxf(top, v[i]);
         }
-      }
       if (top == -INFINITY)
         continue;
+#pragma unroll
+      for (int j = 0; j < R; j++)
+        opaque(raw[j]);
+      /* exp(v - top) as 2^(v log2 e - top log2 e): one FFMA and one
+       * MUFU.EX2 per element. */
+      const float log2e = 1.4426950408889634f, shift = -top * log2e;
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < R; j++)
+        if (base + (int64_t)j * threads < chunks) {
+          float v[V];
+          tsr_vec16<T>::load(&raw[j], v);
 #pragma unroll
-        for (int i = 0; i < V; i++)
-          sum += expf(v[j][i] - top);
+          for (int i = 0; i < V; i++)
+            sum += exp2f(fmaf(v[i], log2e, shift));
+        }
       running = merge(running, {top, sum});
     }
     const max_sum total = block_max_sum(running, scratch);
-    const float top = total.max, sum = total.sum;
-    if (threadIdx.x == 0) {
-      float lse = top + logf(sum);
-      int64_t target = ((const int32_t *)p.targets)[r * p.targets_stride];
+    if (t == 0) {
+      const float lse = total.max + logf(total.sum);
       float loss;
       if (target == p.ignore_index) {
         loss = 0.0f;
@@ -417,7 +479,9 @@ template <typename T> TSR_DEVICE void cross_entropy_regs(const rows_params &p) {
         loss = NAN;
         atomicMin((int *)p.status, r < 0x7fffffff ? (int)r : 0x7fffffff);
       } else {
-        loss = lse - tsr_elem<T>::to_float(x[target]);
+        /* A row shorter than one element per thread leaves thread 0
+         * without a batch. */
+        loss = lse - (first ? tsr_elem<T>::to_float(x[target]) : picked);
       }
       ((float *)p.loss)[r * p.loss_stride] = loss;
       if (p.lse)
@@ -649,8 +713,12 @@ template <typename T> TSR_DEVICE void cross_entropy_body(const rows_params &p) {
 
 } /* namespace */
 
+#ifndef TSR_ROWS_MIN_BLOCKS
+#define TSR_ROWS_MIN_BLOCKS 2
+#endif
+#define TSR_ROWS_BOUNDS(T) __launch_bounds__(512, sizeof(T) == 2 ? TSR_ROWS_MIN_BLOCKS : 1)
 #define TSR_DEFINE_ROWS(dt, T)                                                                     \
-  TSR_KERNEL void tsr_rmsnorm_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {                            \
+  TSR_KERNEL void TSR_ROWS_BOUNDS(T) tsr_rmsnorm_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {          \
     rmsnorm_body<T>(p);                                                                            \
   }                                                                                                \
   TSR_KERNEL void tsr_layernorm_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {                          \
@@ -659,7 +727,7 @@ template <typename T> TSR_DEVICE void cross_entropy_body(const rows_params &p) {
   TSR_KERNEL void tsr_softmax_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {                            \
     softmax_body<T>(p);                                                                            \
   }                                                                                                \
-  TSR_KERNEL void tsr_cross_entropy_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {                      \
+  TSR_KERNEL void TSR_ROWS_BOUNDS(T) tsr_cross_entropy_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {    \
     cross_entropy_body<T>(p);                                                                      \
   }
 TSR_DTYPES_ALL(TSR_DEFINE_ROWS)
