@@ -27,6 +27,8 @@
       {TSR_GEMM_WGMMA_TF32_NAME(BN, S), TSR_GPU_WGMMA_SMEM(BN, S), 384},
 #define KERNEL_TF32(BM, BN, BK, WM, WN, S)                                                         \
   {TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S), TF32_SMEM(BM, BN, BK, S), (WM) * (WN)*32},
+#define KERNEL_STREAM(W, U)                                                                        \
+  {TSR_GEMM_STREAM_NAME(bf16, W, U), 0, (W)*32}, {TSR_GEMM_STREAM_NAME(f16, W, U), 0, (W)*32},
 #define KERNEL_GEMV_K_DT(dt, R) {TSR_GEMV_K_NAME(dt, R), 0, 256},
 #define KERNEL_GEMV_N_DT(dt, R) {TSR_GEMV_N_NAME(dt, R), 0, 128},
 #define KERNEL_GEMV_K_F32(R) KERNEL_GEMV_K_DT(f32, R)
@@ -52,9 +54,9 @@
 static const cuda_kernel_info kernel_table[] = {
     TSR_GEMM_MMA_CONFIGS(KERNEL_MMA) TSR_GEMM_WGMMA_CONFIGS(KERNEL_WGMMA)
         TSR_GEMM_TF32_CONFIGS(KERNEL_TF32){TSR_GEMM_SIMT16_NAME, 0, 256},
-    TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F32) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_BF16)
-        TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F16) TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F32)
-            TSR_GEMV_N_ROWS(KERNEL_GEMV_N_BF16)
+    TSR_GEMM_STREAM_CONFIGS(KERNEL_STREAM) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F32)
+        TSR_GEMV_K_ROWS(KERNEL_GEMV_K_BF16) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F16)
+            TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F32) TSR_GEMV_N_ROWS(KERNEL_GEMV_N_BF16)
                 TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F16){TSR_GEMM_SPLITK_NAME, 0, 256},
     {TSR_GEMM_PACK_NAME(16), 0, 256},
     {TSR_GEMM_PACK_NAME(32), 0, 256},
@@ -145,6 +147,19 @@ int cuda_kernel_index(const char *name) {
    TF32_SMEM(BM, BN, BK, S),                                                                       \
    {TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S), NULL, NULL}},
 
+/* Decode GEMM: a 16 x 32 tile per block of W warps, U chunks in flight. */
+#define GEMM_STREAM(W, U)                                                                          \
+  {"stream_16x32_w" #W "_u" #U,                                                                    \
+   CUDA_GEMM_STREAM,                                                                               \
+   16,                                                                                             \
+   32,                                                                                             \
+   32,                                                                                             \
+   1,                                                                                              \
+   W,                                                                                              \
+   U,                                                                                              \
+   0,                                                                                              \
+   {NULL, TSR_GEMM_STREAM_NAME(f16, W, U), TSR_GEMM_STREAM_NAME(bf16, W, U)}},
+
 static const cuda_gemm_config gemm_configs[] = {
     TSR_GEMM_WGMMA_CONFIGS(GEMM_WGMMA) TSR_GEMM_MMA_CONFIGS(GEMM_MMA)
         TSR_GEMM_TF32_CONFIGS(GEMM_TF32){"simt_128x128x16",
@@ -158,7 +173,7 @@ static const cuda_gemm_config gemm_configs[] = {
                                          0,
                                          {TSR_GEMM_SIMT16_NAME, NULL, NULL}},
     {"gemv_splitk", CUDA_GEMM_GEMV, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL, NULL}},
-};
+    TSR_GEMM_STREAM_CONFIGS(GEMM_STREAM)};
 enum { GEMM_CONFIG_COUNT = sizeof gemm_configs / sizeof gemm_configs[0] };
 
 /* Which tile configs each architecture gets, fastest first (the heuristic
@@ -170,19 +185,28 @@ enum { GEMM_CONFIG_COUNT = sizeof gemm_configs / sizeof gemm_configs[0] };
  * SM, 128 FP32 lanes but half the tensor throughput per SM) leave out
  * 128x256, which would run one block per SM with 254 registers a thread, and
  * lead with tiles that fit two blocks. */
-static const char *const sm80_gemm[] = {"mma_64x128x32_w2x2_s4",   "mma_128x128x32_w2x4_s4",
-                                        "mma_128x128x32_w2x4_s3",  "mma_128x256x32_w2x4_s3",
-                                        "mma_64x64x32_w2x2_s4",    "mma_16x128x64_w1x4_s4",
-                                        "tf32_128x128x16_w2x4_s4", "tf32_64x64x16_w2x2_s4"};
-static const char *const sm86_gemm[] = {"mma_64x128x32_w2x2_s4",  "mma_128x128x32_w2x4_s3",
-                                        "mma_64x64x32_w2x2_s4",   "mma_128x128x32_w2x4_s4",
-                                        "mma_16x128x64_w1x4_s4",  "tf32_64x64x16_w2x2_s4",
-                                        "tf32_128x128x16_w2x4_s4"};
-static const char *const sm90_gemm[] = {"wgmma_128x256x64_s4_ws_p", "wgmma_128x128x64_s6_ws_p",
-                                        "mma_64x128x32_w2x2_s4",    "mma_128x128x32_w2x4_s4",
-                                        "mma_128x128x32_w2x4_s3",   "mma_128x256x32_w2x4_s3",
-                                        "mma_64x64x32_w2x2_s4",     "mma_16x128x64_w1x4_s4",
-                                        "tf32_128x128x16_w2x4_s4",  "tf32_64x64x16_w2x2_s4"};
+/* The decode configs, every architecture alike (mma.sync and movmatrix:
+ * sm_80 on), fastest on the H100 first (bench/notes/cuda-gemm-small.md). */
+#define STREAM_TABLE "stream_16x32_w8_u2", "stream_16x32_w4_u2", "stream_16x32_w8_u1"
+static const char *const sm80_gemm[] = {
+    "mma_64x128x32_w2x2_s4",   "mma_128x128x32_w2x4_s4", "mma_128x128x32_w2x4_s3",
+    "mma_128x256x32_w2x4_s3",  "mma_64x64x32_w2x2_s4",   "mma_16x128x64_w1x4_s4",
+    "tf32_128x128x16_w2x4_s4", "tf32_64x64x16_w2x2_s4",  STREAM_TABLE};
+static const char *const sm86_gemm[] = {"mma_64x128x32_w2x2_s4",   "mma_128x128x32_w2x4_s3",
+                                        "mma_64x64x32_w2x2_s4",    "mma_128x128x32_w2x4_s4",
+                                        "mma_16x128x64_w1x4_s4",   "tf32_64x64x16_w2x2_s4",
+                                        "tf32_128x128x16_w2x4_s4", STREAM_TABLE};
+static const char *const sm90_gemm[] = {"wgmma_128x256x64_s4_ws_p",
+                                        "wgmma_128x128x64_s6_ws_p",
+                                        "mma_64x128x32_w2x2_s4",
+                                        "mma_128x128x32_w2x4_s4",
+                                        "mma_128x128x32_w2x4_s3",
+                                        "mma_128x256x32_w2x4_s3",
+                                        "mma_64x64x32_w2x2_s4",
+                                        "mma_16x128x64_w1x4_s4",
+                                        "tf32_128x128x16_w2x4_s4",
+                                        "tf32_64x64x16_w2x2_s4",
+                                        STREAM_TABLE};
 
 typedef struct arch_table {
   const char *name;
@@ -425,6 +449,26 @@ void cuda_wgmma_packs(const tsr_gemm_args *g, bool *pack_a, bool *pack_b) {
   *pack_b = !cuda_tma_operand_of(&g->b, 2, 1, 0, &b) || (tf32 && !b.k_major);
 }
 
+/* A tensor's dims other than `unit` (the unit-stride one) step in whole
+ * 16-byte units, and it starts on 16 bytes: 16-byte loads reach every row. */
+static bool rows_of_16_bytes(const tsr_plugin_tensor *t, int unit) {
+  if (t->strides[unit] != 1 || cuda_tensor_address(t) % 16 != 0)
+    return false;
+  for (int d = 0; d < 3; d++)
+    if (d != unit && t->shape[d] > 1 && (t->strides[d] * 2) % 16 != 0)
+      return false;
+  return true;
+}
+
+/* The decode kernels load 16 bytes (8 elements) at a time: A along K, B
+ * along K or along N, with K (and, for N-contiguous B, N) a multiple of 8. */
+static bool stream_layout_ok(const tsr_gemm_args *g) {
+  int64_t k = g->a.shape[2], n = g->b.shape[2];
+  if (k < 1 || k % 8 != 0 || !rows_of_16_bytes(&g->a, 2))
+    return false;
+  return rows_of_16_bytes(&g->b, 1) || (n % 8 == 0 && rows_of_16_bytes(&g->b, 2));
+}
+
 static bool gemm_config_runs(const cuda_device *device, const cuda_gemm_config *c,
                              const gemm_shape *s) {
   switch (c->kind) {
@@ -441,6 +485,10 @@ static bool gemm_config_runs(const cuda_device *device, const cuda_gemm_config *
            in_arch_table(device, c) && resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0;
   case CUDA_GEMM_SIMT:
     return s->dtype == TSR_DTYPE_F32;
+  case CUDA_GEMM_STREAM:
+    return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16) && !s->grouped && s->m <= 16 &&
+           in_arch_table(device, c) && resident_blocks(device, cuda_gemm_kernel(c, s->dtype)) > 0 &&
+           stream_layout_ok(s->plain);
   case CUDA_GEMM_GEMV:
     return !s->grouped && s->m <= 16 &&
            (s->plain->b.strides[1] == 1 || s->plain->b.strides[2] == 1);
@@ -509,6 +557,35 @@ static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const 
   /* Decode shapes stream B once. 16-bit: 16-row tensor-core tiles split over
    * K, except one row against a K-contiguous B, where the GEMV's warp per
    * column streamed faster (H100: 54.5 against 60.3 us at 1x8192x8192). */
+  /* Decode shapes whose rows 16-byte loads reach: the stream configs. Up to
+   * 64 MiB of weights two chunks a batch (more bytes in flight per warp
+   * early on), beyond that one (more resident warps): H100, queued,
+   * 16x4096x4096 17.1 against 18.7 us, 1x8192x8192 51.2 against 54.1,
+   * 16x8192x28672 173-175 against 178-182 (bench/notes/cuda-gemm-small.md). */
+  const cuda_arch_class arch = cuda_arch_of(device->props);
+  pthread_once(&gemm_tables_once, build_gemm_tables);
+  const double weight_bytes = (double)s->k * (double)s->n * (double)s->batch * 2.0;
+  const char *stream_pick =
+      weight_bytes > 64.0 * 1024 * 1024 ? "stream_16x32_w8_u1" : "stream_16x32_w8_u2";
+  int stream = -1;
+  for (int i = 0; i < count; i++) {
+    const cuda_gemm_config *c = &gemm_configs[candidates[i]];
+    if (c->kind != CUDA_GEMM_STREAM)
+      continue;
+    if (stream < 0 || strcmp(c->variant, stream_pick) == 0 ||
+        (strcmp(gemm_configs[candidates[stream]].variant, stream_pick) != 0 &&
+         gemm_arch_rank[arch][candidates[i]] < gemm_arch_rank[arch][candidates[stream]]))
+      stream = i;
+  }
+  if (stream >= 0) {
+    if (reason)
+      snprintf(reason, capacity,
+               "M = %lld <= %d, 16-byte rows: B streamed straight into tensor-core fragments "
+               "(16x32 tiles, split over K so that the blocks fill %d SMs; %s MiB of B)",
+               (long long)s->m, SKINNY_MAX_ROWS, sms,
+               weight_bytes > 64.0 * 1024 * 1024 ? "more than 64" : "up to 64");
+    return stream;
+  }
   bool gemv_k = s->m == 1 && !s->grouped && s->plain->b.strides[1] == 1;
   bool skinny = !s->grouped && s->dtype != TSR_DTYPE_F32 && s->m <= SKINNY_MAX_ROWS && !gemv_k;
   bool gemv = !skinny && s->m <= GEMV_MAX_ROWS;
@@ -537,9 +614,7 @@ static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const 
       }
     }
   }
-  const cuda_arch_class arch = cuda_arch_of(device->props);
   const arch_table *table = &arch_tables[arch];
-  pthread_once(&gemm_tables_once, build_gemm_tables);
   int best = -1, chosen = -1, best_per_sm = 1;
   double best_util = -1.0;
   int64_t best_tiles = 0;
@@ -713,6 +788,12 @@ static void describe_gemm(const cuda_gemm_config *c, char *buf, size_t capacity)
   case CUDA_GEMM_SIMT:
     snprintf(buf, capacity, "true f32 FMA on CUDA cores: block 128x128x%d, 8x8 outputs a thread%s",
              c->bk, c->bk == 16 ? ", 16-byte loads of interior tiles" : "");
+    break;
+  case CUDA_GEMM_STREAM:
+    snprintf(buf, capacity,
+             "M <= 16: 16x32 tiles, B streamed by 16-byte loads into mma.sync fragments, "
+             "%d warps split K, 2 x %d chunks of 32 a warp in registers",
+             c->warps_n, c->stages);
     break;
   case CUDA_GEMM_GEMV:
     snprintf(buf, capacity,

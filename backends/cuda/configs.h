@@ -14,14 +14,15 @@ typedef enum cuda_gemm_kind {
   CUDA_GEMM_WGMMA, /* bf16 / f16 (and tf32) on sm_90a: wgmma + TMA, persistent */
   CUDA_GEMM_TF32,  /* f32 inputs on tensor cores, when compute = tf32 */
   CUDA_GEMM_SIMT,  /* true f32 */
-  CUDA_GEMM_GEMV   /* M <= 16: weights streamed, split over K */
+  CUDA_GEMM_GEMV,  /* M <= 16: weights streamed, split over K */
+  CUDA_GEMM_STREAM /* bf16 / f16, M <= 16: weights streamed into mma fragments */
 } cuda_gemm_kind;
 
 typedef struct cuda_gemm_config {
   const char *variant;
   cuda_gemm_kind kind;
-  int bm, bn, bk, warps_m, warps_n, stages;
-  int smem; /* dynamic shared memory, bytes */
+  int bm, bn, bk, warps_m, warps_n, stages; /* stream: warps_n warps, `stages` chunks */
+  int smem;                                 /* dynamic shared memory, bytes */
   /* kernel per dtype of A: [0] f32, [1] f16, [2] bf16 (NULL: none) */
   const char *kernels[3];
 } cuda_gemm_config;

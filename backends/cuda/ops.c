@@ -421,6 +421,60 @@ static tsr_status run_gemm_wgmma(cuda_queue *queue, tsr_gpu_gemm_params *p, cons
   return TSR_OK;
 }
 
+/* Decode GEMM (M <= 16, 16-byte rows): 32-column tiles, K split across
+ * blocks until about one wave of resident blocks is in flight; each split
+ * keeps at least one chunk of 32 per warp. The last block of a tile to
+ * finish sums the slices in order and runs the epilogue. */
+static tsr_status run_gemm_stream(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_gemm_args *g,
+                                  const cuda_gemm_config *c, int64_t batch) {
+  const int warps = c->warps_n, kernel = cuda_gemm_kernel(c, g->a.dtype);
+  p->b_k_major = g->b.strides[1] == 1;
+  p->tiles_m = 1;
+  p->tiles_n = (int32_t)ceil_div(p->n, 32);
+  const int64_t tiles = p->tiles_n;
+  const int per_sm = kernel >= 0 && queue->device->blocks_per_sm[kernel] > 0
+                         ? queue->device->blocks_per_sm[kernel]
+                         : 1;
+  const int64_t slots = (int64_t)queue->device->props->multiprocessors * per_sm;
+  const int64_t chunks = ceil_div(p->k, 32);
+  int64_t split = tiles * batch < slots ? slots / (tiles * batch) : 1;
+  int64_t most_split = chunks / warps > 1 ? chunks / warps : 1;
+  if (split > most_split)
+    split = most_split;
+  int64_t most_batch = MAX_GRID_YZ;
+  if (split > 1) {
+    most_batch = WORKSPACE_COUNTERS / tiles;
+    if (most_batch < 1) { /* more tiles than counters: no split */
+      split = 1;
+      most_batch = MAX_GRID_YZ;
+    } else if (most_batch > MAX_GRID_YZ) {
+      most_batch = MAX_GRID_YZ;
+    }
+  }
+  const int64_t per = ceil_div(chunks, split);
+  split = ceil_div(chunks, per);
+  p->k_per_split = per * 32;
+  p->split_k = (int32_t)split;
+  for (int64_t b0 = 0; b0 < batch; b0 += most_batch) {
+    const int64_t chunk = batch - b0 < most_batch ? batch - b0 : most_batch;
+    p->batch_offset = (int32_t)b0;
+    p->batch_count = (int32_t)chunk;
+    if (split > 1) {
+      tsr_status status =
+          ensure_workspace(queue, (size_t)(split * tiles * chunk) * 16 * 32 * sizeof(float));
+      if (status != TSR_OK)
+        return status;
+      p->workspace = workspace_data(queue);
+      p->counters = queue->workspace;
+    }
+    tsr_status status = launch(queue, kernel, (uint64_t)tiles, (unsigned)chunk, (unsigned)split,
+                               (unsigned)(warps * 32), 0, p);
+    if (status != TSR_OK)
+      return status;
+  }
+  return TSR_OK;
+}
+
 static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda_gemm_config *c) {
   tsr_gpu_gemm_params p;
   memset(&p, 0, sizeof p);
@@ -456,6 +510,8 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
     return TSR_OK;
   if (c->kind == CUDA_GEMM_GEMV)
     return run_gemv(queue, &p, g, batch);
+  if (c->kind == CUDA_GEMM_STREAM)
+    return run_gemm_stream(queue, &p, g, c, batch);
   if (c->kind == CUDA_GEMM_WGMMA)
     return run_gemm_wgmma(queue, &p, g, c, batch);
 

@@ -148,7 +148,7 @@ static tsr_status create_logical_device(vulkan_device *device) {
                                    .pNext = &has12};
   l->vkGetPhysicalDeviceFeatures2(p->physical, &has);
 
-  const char *extensions[4];
+  const char *extensions[5];
   uint32_t extension_count = 0;
   extensions[extension_count++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
   bool vk13 = VK_API_VERSION_MINOR(p->api_version) >= 3 || VK_API_VERSION_MAJOR(p->api_version) > 1;
@@ -159,6 +159,14 @@ static tsr_status create_logical_device(vulkan_device *device) {
   if (p->coopmat_nv &&
       device_has_extension(plugin, p->physical, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
     extensions[extension_count++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+  /* Diagnosis: the compiler's statistics of every pipeline (pipeline.c). */
+  const char *want_stats = getenv("TESSERA_VULKAN_PIPELINE_STATS");
+  device->pipeline_stats =
+      want_stats && *want_stats && strcmp(want_stats, "0") != 0 &&
+      device_has_extension(plugin, p->physical,
+                           VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  if (device->pipeline_stats)
+    extensions[extension_count++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
 
   VkPhysicalDeviceVulkan11Features f11 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
@@ -196,6 +204,13 @@ static tsr_status create_logical_device(vulkan_device *device) {
     *tail = &fnv;
     tail = &fnv.pNext;
   }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+      .pipelineExecutableInfo = VK_TRUE};
+  if (device->pipeline_stats) {
+    *tail = &fstats;
+    tail = &fstats.pNext;
+  }
   VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                         .pNext = &f12};
   features.features.shaderInt16 = has.features.shaderInt16;
@@ -230,6 +245,9 @@ static tsr_status create_logical_device(vulkan_device *device) {
     vulkan_set_error(plugin, "vulkan: %s", why);
     return TSR_ERROR_BACKEND;
   }
+  if (!device->vk.vkGetPipelineExecutableStatisticsKHR ||
+      !device->vk.vkGetPipelineExecutablePropertiesKHR)
+    device->pipeline_stats = false;
   device->vk.vkGetDeviceQueue(device->handle, p->queue_family, 0, &device->queue);
   return TSR_OK;
 }

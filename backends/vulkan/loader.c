@@ -73,6 +73,12 @@ bool vulkan_loader_device(const vulkan_loader *loader, VkDevice device,
   VULKAN_DEVICE_FUNCTIONS(VULKAN_DEVICE)
   VULKAN_DEVICE(vkCmdPushDescriptorSetKHR)
 #undef VULKAN_DEVICE
+  out->vkGetPipelineExecutablePropertiesKHR =
+      (PFN_vkGetPipelineExecutablePropertiesKHR)loader->vkGetDeviceProcAddr(
+          device, "vkGetPipelineExecutablePropertiesKHR");
+  out->vkGetPipelineExecutableStatisticsKHR =
+      (PFN_vkGetPipelineExecutableStatisticsKHR)loader->vkGetDeviceProcAddr(
+          device, "vkGetPipelineExecutableStatisticsKHR");
   return true;
 }
 

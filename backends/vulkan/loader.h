@@ -124,6 +124,9 @@ typedef struct vulkan_loader {
 typedef struct vulkan_device_functions {
   VULKAN_DEVICE_FUNCTIONS(VULKAN_DECLARE_FUNCTION)
   PFN_vkCmdPushDescriptorSetKHR vkCmdPushDescriptorSetKHR;
+  /* Optional (VK_KHR_pipeline_executable_properties); NULL when absent. */
+  PFN_vkGetPipelineExecutablePropertiesKHR vkGetPipelineExecutablePropertiesKHR;
+  PFN_vkGetPipelineExecutableStatisticsKHR vkGetPipelineExecutableStatisticsKHR;
 } vulkan_device_functions;
 
 /* dlopens `library` (NULL: libvulkan.so.1) and resolves the global entry

@@ -208,19 +208,29 @@ static uint32_t gemm_shared_bytes(const vulkan_gemm_config *c) {
   if (c->kind == GEMM_SIMT)
     return 4 * c->bk * (c->bm + 1 + c->bn + 1);
   /* Two stages of f16 tiles with 8 elements of padding per line (the
-   * larger of the two layouts, which follow the operands' strides), and a
-   * 16x16 f32 tile per subgroup for the epilogue. */
+   * larger of the two layouts, which follow the operands' strides); the
+   * epilogue reuses the A stages. */
   uint32_t a = c->bm * (c->bk + 8) * 2, b = c->bk * (c->bn + 8) * 2;
   uint32_t at = c->bk * (c->bm + 8) * 2, bt = c->bn * (c->bk + 8) * 2;
   uint32_t tiles = (a > at ? a : at) + (b > bt ? b : bt);
-  return 2 * tiles + c->sg_m * c->sg_n * 16 * 16 * 4;
+  return 2 * tiles;
+}
+
+/* coopmat: the epilogue stages at least half a row of accumulators per
+ * subgroup (16 x wn * 8 f32) in the shared stages, whichever layouts they
+ * have (gemm_coopmat.comp, EPI_J). */
+static bool coopmat_epilogue_fits(const vulkan_gemm_config *c) {
+  uint32_t a = c->bm * (c->bk + 8) * 2, at = c->bk * (c->bm + 8) * 2;
+  uint32_t b = c->bk * (c->bn + 8) * 2, bt = c->bn * (c->bk + 8) * 2;
+  uint32_t stages = 2 * ((a < at ? a : at) + (b < bt ? b : bt));
+  return stages >= c->sg_m * c->sg_n * 16 * c->wn * 8 * 4;
 }
 
 static bool gemm_config_fits(const vulkan_device_props *p, const vulkan_gemm_config *c) {
   /* coopmat: every invocation stages whole 8-element units of both tiles. */
   uint32_t threads = gemm_threads(p, c);
-  if (c->kind == GEMM_COOPMAT &&
-      (threads == 0 || (c->bm * c->bk / 8) % threads || (c->bn * c->bk / 8) % threads))
+  if (c->kind == GEMM_COOPMAT && (threads == 0 || (c->bm * c->bk / 8) % threads ||
+                                  (c->bn * c->bk / 8) % threads || !coopmat_epilogue_fits(c)))
     return false;
   return threads <= p->max_workgroup_invocations && gemm_shared_bytes(c) <= p->shared_memory_bytes;
 }
@@ -316,11 +326,7 @@ static tsr_status gemm_variants(const vulkan_device *device, const gemm_problem 
                                              "simt_64x64x16_4x4"};
     static const char *const coop_order[] = {"coopmat_128x128x32_2x2", "coopmat_128x64x32_2x2",
                                              "coopmat_64x64x32_2x2"};
-    /* NVIDIA's 580 driver multiplies cooperative matrices at about the
-     * scalar FMA rate on the H100 (bench/notes/vulkan-matrix.md): the simt
-     * tiles tie at 4096^3 and win 3x on small grouped problems there, so
-     * that class lists coopmat for tuning but does not pick it. */
-    bool coop_pick = coop && cls != VULKAN_CLASS_NVIDIA;
+    bool coop_pick = coop;
     const char *const *order = coop_pick ? coop_order : simt_order;
     uint64_t want = 2 * (uint64_t)(p->compute_units ? p->compute_units : 32);
     for (int o = 0; o < 3 && !pick; o++) {
@@ -739,7 +745,8 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
                    push.b_sk == 1);
     if (props->subgroup_min != props->subgroup_max)
       required = 32;
-    snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u", c->bm, c->bn, c->sg_m, c->sg_n);
+    snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u%s", c->bm, c->bn, c->sg_m, c->sg_n,
+             c->bk == 16 ? "_k16" : "");
     /* Diagnosis only: TESSERA_VULKAN_COOPMAT_PROBE (gemm_coopmat.comp). */
     const char *probe = getenv("TESSERA_VULKAN_COOPMAT_PROBE");
     uint32_t spec[15] = {

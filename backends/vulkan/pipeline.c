@@ -40,6 +40,66 @@ const vulkan_shader_blob *vulkan_shader_find(const char *name) {
   return NULL;
 }
 
+/* Logs the compiler's statistics of a pipeline's executables, one line
+ * each: "name: Register Count 128, Local Memory Size 0, ...". */
+static void log_statistics(vulkan_device *device, VkPipeline pipeline, const char *name) {
+  VkPipelineInfoKHR info = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = pipeline};
+  VkPipelineExecutablePropertiesKHR executables[4];
+  uint32_t count = 4;
+  for (uint32_t i = 0; i < count; i++)
+    executables[i] = (VkPipelineExecutablePropertiesKHR){
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
+  VkResult result =
+      device->vk.vkGetPipelineExecutablePropertiesKHR(device->handle, &info, &count, executables);
+  if (result != VK_SUCCESS && result != VK_INCOMPLETE)
+    return;
+  for (uint32_t e = 0; e < count; e++) {
+    VkPipelineExecutableInfoKHR which = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                         .pipeline = pipeline,
+                                         .executableIndex = e};
+    VkPipelineExecutableStatisticKHR stats[16];
+    uint32_t n = 16;
+    for (uint32_t i = 0; i < n; i++)
+      stats[i] = (VkPipelineExecutableStatisticKHR){
+          .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+    result = device->vk.vkGetPipelineExecutableStatisticsKHR(device->handle, &which, &n, stats);
+    if (result != VK_SUCCESS && result != VK_INCOMPLETE)
+      continue;
+    char line[1024];
+    size_t used = 0;
+    for (uint32_t i = 0; i < n && used < sizeof line; i++) {
+      const VkPipelineExecutableStatisticKHR *s = &stats[i];
+      int wrote;
+      switch (s->format) {
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+        wrote = snprintf(line + used, sizeof line - used, "%s%s %s", i ? ", " : "", s->name,
+                         s->value.b32 ? "yes" : "no");
+        break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+        wrote = snprintf(line + used, sizeof line - used, "%s%s %lld", i ? ", " : "", s->name,
+                         (long long)s->value.i64);
+        break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+        wrote = snprintf(line + used, sizeof line - used, "%s%s %llu", i ? ", " : "", s->name,
+                         (unsigned long long)s->value.u64);
+        break;
+      default:
+        wrote = snprintf(line + used, sizeof line - used, "%s%s %g", i ? ", " : "", s->name,
+                         s->value.f64);
+        break;
+      }
+      if (wrote < 0)
+        break;
+      used += (size_t)wrote;
+    }
+    if (used >= sizeof line)
+      used = sizeof line - 1;
+    line[used] = 0;
+    vulkan_log(device->plugin, TSR_LOG_INFO, "pipeline %s (%s): %s", name, executables[e].name,
+               line);
+  }
+}
+
 static tsr_status build(vulkan_device *device, const vulkan_shader_blob *blob,
                         vulkan_pipeline_entry *entry) {
   VkShaderModuleCreateInfo module_info = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
@@ -65,6 +125,7 @@ static tsr_status build(vulkan_device *device, const vulkan_shader_blob *blob,
       .requiredSubgroupSize = entry->subgroup};
   VkComputePipelineCreateInfo create = {
       .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .flags = device->pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .pNext = entry->subgroup ? &required : NULL,
                 .flags = entry->subgroup
@@ -83,6 +144,8 @@ static tsr_status build(vulkan_device *device, const vulkan_shader_blob *blob,
     snprintf(what, sizeof what, "vkCreateComputePipelines(%s)", blob->name);
     return vulkan_fail(device->plugin, result, what);
   }
+  if (device->pipeline_stats)
+    log_statistics(device, entry->pipeline.handle, blob->name);
   entry->pipeline.local_size[0] = entry->n_spec > 0 ? entry->spec[0] : 1;
   entry->pipeline.local_size[1] = 1;
   entry->pipeline.local_size[2] = 1;

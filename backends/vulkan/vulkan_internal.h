@@ -156,6 +156,10 @@ typedef struct vulkan_device {
   bool host_visible;    /* blocks are mapped */
   uint32_t staging_type;
   struct vulkan_queue *queues; /* guarded by queue_lock */
+  /* TESSERA_VULKAN_PIPELINE_STATS set and the driver can: each pipeline's
+   * compiler statistics (registers, local memory, ...) logged at info level
+   * when it is built. */
+  bool pipeline_stats;
 } vulkan_device;
 
 /* A command buffer in flight, retired when the timeline passes `value`. */

@@ -285,6 +285,14 @@ int main(void) {
        * stage ring wrapping across tiles. */
       gemm_case(&p, dt, false, 2, 2056, 2048, 136, false, false, true);
     }
+    if (!tf32) {
+      /* Decode (M <= 16, 16-byte rows): both B layouts, K and N tails, rows
+       * past 8, batches, K split across blocks, the fused epilogue. */
+      gemm_case(&p, dt, false, 2, 16, 264, 1064, false, false, true);
+      gemm_case(&p, dt, false, 1, 9, 200, 4096, false, true, true);
+      gemm_case(&p, dt, false, 1, 5, 40, 2056, false, false, false);
+      gemm_case(&p, dt, false, 3, 1, 72, 8200, false, true, false);
+    }
     gemm_case(&p, dt, false, 1, 1, 264, 520, false, true, false);  /* GEMV, K-contiguous B */
     gemm_case(&p, dt, false, 3, 13, 300, 777, false, false, true); /* GEMV, N-contiguous B */
     static const int64_t sizes[6] = {0, 37, 130, 1, 0, 64};

@@ -709,6 +709,178 @@ template <typename T, int R> TSR_DEVICE void gemv_n_body(const gemm_params &p) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Decode GEMM (M <= 16): weights streamed straight into mma fragments       */
+/* ------------------------------------------------------------------------ */
+
+/* A block computes a 16 x 32 tile of D (rows past M are zero) over its K
+ * slice; its W warps take the slice's 32-deep chunks in turn, U chunks in
+ * flight per warp, and each lane loads its B and A fragments with 16-byte
+ * loads from global memory: no shared memory, no barrier in the loop.
+ *
+ * Why 16-byte loads can feed mma.sync m16n8k16 directly: the sum over k
+ * does not care about the order of k, so each 32-deep chunk is renumbered.
+ * Lane (g = lane / 4, t = lane % 4) owns physical k = 8t .. 8t + 7 of the
+ * chunk; in product step s (0, 1) its logical k pairs {2t, 2t + 1} and
+ * {2t + 8, 2t + 9} are physical 8t + 4s + {0, 1} and 8t + 4s + {2, 3}. Then
+ * A's fragment of a step is two 32-bit words of one 16-byte load of row g
+ * (and of row g + 8), and so is B's when B is K-contiguous (lane g loads
+ * column g of a group of 8). When B is N-contiguous, lane (g, t) loads 8
+ * columns 8t .. 8t + 7 of the physical row that logical k g stands for, and
+ * movmatrix transposes each 32-bit word across the warp into the B fragment
+ * of columns {8u + 2r, 8u + 2r + 1 : u = 0..3} (word r): the 32 columns of
+ * the tile in four groups of 8, each output pair still two adjacent
+ * columns. */
+template <typename T, int W, int U, bool B_K_MAJOR>
+TSR_DEVICE void stream_chunks(const gemm_params &p, const gemm_tile &tile, int64_t k_begin,
+                              int64_t k_end, float (&acc)[4][4]) {
+#if TSR_GPU_HAS_MMA_SYNC
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t chunks = (k_end - k_begin + 31) >> 5;
+  const T *a = (const T *)tile.a, *b = (const T *)tile.b;
+  const bool row_lo = g < tile.m, row_hi = g + 8 < tile.m;
+  const T *a_lo = a + (row_lo ? g : 0) * p.a_m + 8 * t;
+  const T *a_hi = a + (row_hi ? g + 8 : 0) * p.a_m + 8 * t;
+  /* K-contiguous B: column group c, lane g's column. N-contiguous B: load
+   * l = 2s + h (step s, fragment half h) reads the physical row standing
+   * for logical k g (+ 8 h) of step s, at columns 8t .. 8t + 7. */
+  const T *b_at[4];
+  bool b_live[4];
+  int b_row[4];
+#pragma unroll
+  for (int c = 0; c < 4; c++) {
+    if (B_K_MAJOR) {
+      const int64_t col = tile.n0 + 8 * c + g;
+      b_live[c] = col < p.n;
+      b_at[c] = b + (b_live[c] ? col : 0) * p.b_n + 8 * t;
+      b_row[c] = 8 * t;
+    } else {
+      const int64_t col = tile.n0 + 8 * t;
+      b_live[c] = col < p.n;
+      b_row[c] = 8 * (g >> 1) + 4 * (c >> 1) + 2 * (c & 1) + (g & 1);
+      b_at[c] = b + (b_live[c] ? col : 0);
+    }
+  }
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  /* U chunks' fragments, from chunk i0 on (W apart); zero past the slice. */
+  struct batch {
+    uint4 b[U][4], a_lo[U], a_hi[U];
+  };
+  auto load = [&](batch &q, int64_t i0) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t kc = k_begin + ((i0 + (int64_t)W * u) << 5);
+      const bool a_in = kc + 8 * t < k_end;
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        const bool in = b_live[c] && kc + b_row[c] < k_end;
+        q.b[u][c] = in ? tsr_load16_stream(B_K_MAJOR ? (const void *)(b_at[c] + kc)
+                                                     : (const void *)(b_at[c] + (kc + b_row[c]) *
+                                                                                    p.b_k))
+                       : zero;
+      }
+      q.a_lo[u] = row_lo && a_in ? __ldg((const uint4 *)(a_lo + kc)) : zero;
+      q.a_hi[u] = row_hi && a_in ? __ldg((const uint4 *)(a_hi + kc)) : zero;
+    }
+  };
+  auto multiply = [&](const batch &q) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      uint32_t fb[4][4]; /* [column group][fragment word: 2s + h] */
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        const uint32_t w[4] = {q.b[u][c].x, q.b[u][c].y, q.b[u][c].z, q.b[u][c].w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          if (B_K_MAJOR)
+            fb[c][j] = w[j];
+          else
+            fb[j][c] = tsr_movmatrix_trans(w[j]);
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < 2; s++) {
+        const uint32_t af[4] = {s ? q.a_lo[u].z : q.a_lo[u].x, s ? q.a_hi[u].z : q.a_hi[u].x,
+                                s ? q.a_lo[u].w : q.a_lo[u].y, s ? q.a_hi[u].w : q.a_hi[u].y};
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          const uint32_t bf[2] = {fb[c][2 * s], fb[c][2 * s + 1]};
+          tsr_mma_16816<T>(acc[c], af, bf);
+        }
+      }
+    }
+  };
+  /* Two batches in registers: the next one's loads are in flight while the
+   * current one multiplies, so a warp's memory stream never runs dry. */
+  const int64_t step = (int64_t)W * U;
+  batch first, second;
+  load(first, warp);
+  for (int64_t i0 = warp; i0 < chunks; i0 += 2 * step) {
+    load(second, i0 + step);
+    multiply(first);
+    if (i0 + step >= chunks)
+      break;
+    load(first, i0 + 2 * step);
+    multiply(second);
+  }
+#else
+  (void)p, (void)tile, (void)k_begin, (void)k_end, (void)acc;
+  __trap();
+#endif
+}
+
+/* blockIdx.x: 32-column tile, y: batch entry, z: K slice (split_k slices of
+ * k_per_split, a multiple of 32). p.b_k_major: B is K-contiguous. */
+template <typename T, int W, int U> TSR_DEVICE void gemm_stream_body(const gemm_params &p) {
+  constexpr int THREADS = W * 32, PER = 256 / THREADS; /* output pairs per thread */
+  static_assert(256 % THREADS == 0, "the 256 output pairs spread evenly");
+  gemm_tile tile;
+  batch_pointers(p, (int64_t)p.batch_offset + blockIdx.y, tile);
+  tile.m0 = 0;
+  tile.n0 = (int64_t)blockIdx.x * 32;
+  const int64_t k_begin = (int64_t)blockIdx.z * p.k_per_split;
+  const int64_t k_end = k_begin + p.k_per_split < p.k ? k_begin + p.k_per_split : p.k;
+  float acc[4][4] = {};
+  if (p.b_k_major)
+    stream_chunks<T, W, U, true>(p, tile, k_begin, k_end, acc);
+  else
+    stream_chunks<T, W, U, false>(p, tile, k_begin, k_end, acc);
+
+  /* The warps' partial tiles summed in warp order (deterministic): pair
+   * j = 32 (2c + half) + lane holds rows g (+ 8 half), columns of group c. */
+  __shared__ float2 partial[W][8][32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+#pragma unroll
+  for (int c = 0; c < 4; c++) {
+    partial[warp][2 * c][lane] = make_float2(acc[c][0], acc[c][1]);
+    partial[warp][2 * c + 1][lane] = make_float2(acc[c][2], acc[c][3]);
+  }
+  __syncthreads();
+  float sums[2 * PER];
+#pragma unroll
+  for (int i = 0; i < PER; i++) {
+    const int j = tid + i * THREADS;
+    float2 s = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < W; w++) {
+      s.x += partial[w][j >> 5][j & 31].x;
+      s.y += partial[w][j >> 5][j & 31].y;
+    }
+    sums[2 * i] = s.x;
+    sums[2 * i + 1] = s.y;
+  }
+  if (p.split_k > 1 && !splitk_gather<2 * PER, THREADS>(p, sums, tid))
+    return;
+#pragma unroll
+  for (int i = 0; i < PER; i++) {
+    const int j = tid + i * THREADS, c = j >> 6, half = (j >> 5) & 1, g = (j & 31) >> 2,
+              t = j & 3;
+    const int64_t col = tile.n0 + (p.b_k_major ? 8 * c + 2 * t : 8 * t + 2 * c);
+    epilogue_pair(p, tile, g + 8 * half, col, sums[2 * i], sums[2 * i + 1]);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Operand packing for the TMA-fed kernels                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -810,6 +982,15 @@ TSR_GEMV_K_ROWS(TSR_GEMV_FOR_ROWS_F16)
 TSR_GEMV_N_ROWS(TSR_GEMV_N_FOR_ROWS_F32)
 TSR_GEMV_N_ROWS(TSR_GEMV_N_FOR_ROWS_BF16)
 TSR_GEMV_N_ROWS(TSR_GEMV_N_FOR_ROWS_F16)
+
+#define TSR_DEFINE_GEMM_STREAM(dt, T, W, U)                                                        \
+  TSR_KERNEL void __launch_bounds__(W * 32)                                                        \
+      tsr_gemm_stream_##dt##_w##W##_u##U(TSR_PARAMS(tsr_gpu_gemm_params) p) {                      \
+    gemm_stream_body<T, W, U>(p);                                                                  \
+  }
+#define TSR_DEFINE_GEMM_STREAM_BOTH(W, U)                                                          \
+  TSR_DEFINE_GEMM_STREAM(bf16, tsr_bf16, W, U) TSR_DEFINE_GEMM_STREAM(f16, tsr_f16, W, U)
+TSR_GEMM_STREAM_CONFIGS(TSR_DEFINE_GEMM_STREAM_BOTH)
 
 /* Sums the K slices of a GEMV in slice order (deterministic) and runs the
  * epilogue: one thread per output element of the launch's batch entries. */

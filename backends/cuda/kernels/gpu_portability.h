@@ -205,6 +205,23 @@ TSR_DEVICE void tsr_ldmatrix_x4_trans(uint32_t *r, const void *p) {
                : "r"(tsr_smem_address(p)));
 }
 
+/* Transposes an 8x8 matrix of 16-bit values held across the warp (lane l:
+ * row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, as ldmatrix leaves it). */
+TSR_DEVICE uint32_t tsr_movmatrix_trans(uint32_t x) {
+  uint32_t r;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
+  return r;
+}
+
+/* 16 bytes of data read once (streamed weights): not kept in L1. */
+TSR_DEVICE uint4 tsr_load16_stream(const void *p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
 /* D = A B + D, m16n8k16, f32 accumulators; A, B bf16 or f16. */
 template <typename T>
 TSR_DEVICE void tsr_mma_16816(float *d, const uint32_t *a, const uint32_t *b) {

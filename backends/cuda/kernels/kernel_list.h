@@ -27,6 +27,12 @@
   X(128, 128, 16, 2, 4, 4)                                                                         \
   X(64, 64, 16, 2, 2, 4)
 
+/* Decode GEMM for bf16 / f16 with M <= 16 (weights streamed into mma.sync
+ * fragments): X(WARPS, CHUNKS), WARPS warps a block splitting its K slice,
+ * two batches of CHUNKS 32-deep K chunks in registers per warp (one in
+ * flight while the other multiplies). */
+#define TSR_GEMM_STREAM_CONFIGS(X) X(4, 2) X(8, 2) X(8, 1)
+
 /* Rows of A a GEMV thread block keeps accumulators for, per B layout:
  * K-contiguous B (a warp per column) and N-contiguous B (8 columns a thread). */
 #define TSR_GEMV_K_ROWS(X) X(1) X(4) X(16)
@@ -70,6 +76,7 @@
 #define TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S)                                                  \
   "tsr_gemm_tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
 #define TSR_GEMM_SIMT16_NAME "tsr_gemm_simt_f32_128x128x16"
+#define TSR_GEMM_STREAM_NAME(dt, W, U) "tsr_gemm_stream_" #dt "_w" #W "_u" #U
 #define TSR_GEMV_K_NAME(dt, R) "tsr_gemv_k_" #dt "_r" #R
 #define TSR_GEMV_N_NAME(dt, R) "tsr_gemv_n_" #dt "_r" #R
 #define TSR_GEMM_SPLITK_NAME "tsr_gemm_splitk_reduce"

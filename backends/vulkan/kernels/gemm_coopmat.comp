@@ -6,8 +6,7 @@
 // SPV_KHR_cooperative_matrix when it loads it (ops_matrix.c). The 16x8 B
 // fragment is what makes that rewrite possible: A, B and accumulator
 // fragments then have distinct NV types, each of which maps to one KHR
-// matrix use. (NVIDIA's driver runs the NV extension on H100 at FMA speed,
-// about 30 TFLOP/s whatever the tile; see bench/notes/vulkan-matrix.md.)
+// matrix use.
 //
 // A workgroup computes a BM x BN tile with SG_M x SG_N subgroups, each WM x WN
 // 16x16 accumulators. A and B go through shared memory as f16, two stages:
@@ -17,7 +16,7 @@
 // contiguous dimension (one 16-byte load when A_VEC / B_VEC, else 8 checked
 // scalar loads); the shared layout follows that dimension (row- or
 // column-major fragments), with 8 elements of padding per line against bank
-// conflicts. The epilogue goes through a 16x16 f32 tile per subgroup.
+// conflicts. The epilogue stages rows of f32 accumulators in the A stages.
 // Bindings and push constants: gemm_common.glsl.
 // Tile shapes are fixed per build (gemm_coopmat_f16_<BM>x<BN>_<SG_M>x<SG_N>,
 // subgroups of 32) so that glslc unrolls the fragment loops and the
@@ -26,6 +25,8 @@
 // @variant f16_128x128_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=4
 // @variant f16_128x128_2x4 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=4 -DWM_C=4 -DWN_C=2
 // @variant f16_128x64_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=2
+// (BK_C=16 builds, 128x128 and 128x256 / 256x128 tiles in 8 subgroups, ran
+// correctly but slower on the H100: bench/notes/vulkan-matrix.md.)
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -35,7 +36,10 @@
 
 const uint SG_M = SG_M_C, SG_N = SG_N_C; // subgroups along m and n
 const uint WM = WM_C, WN = WN_C;         // 16x16 tiles per subgroup along m and n
-const uint BM = SG_M * WM * 16u, BN = SG_N * WN * 16u, BK = 32u;
+#ifndef BK_C
+#define BK_C 32
+#endif
+const uint BM = SG_M * WM * 16u, BN = SG_N * WN * 16u, BK = BK_C; // BK: 16 or 32
 layout(local_size_x = SG_M_C * SG_N_C * 32) in;
 layout(constant_id = 8) const uint A_KFAST = 1;
 layout(constant_id = 9) const uint B_NFAST = 1;
@@ -43,9 +47,10 @@ layout(constant_id = 10) const uint A_VEC = 0;
 layout(constant_id = 11) const uint B_VEC = 0;
 layout(constant_id = 12) const uint OUT_F32 = 0;
 layout(constant_id = 13) const uint GROUPED = 0;
-// Diagnosis only (TESSERA_VULKAN_COOPMAT_PROBE, wrong results): 1 skips the
-// global loads (multiplies what shared memory holds), 2 skips the multiplies,
-// 3 loads the fragments from shared memory in the first step only.
+// Diagnosis only (TESSERA_VULKAN_COOPMAT_PROBE, a sum of bits; wrong
+// results): 1 skips the global loads (multiplies what shared memory holds),
+// 2 the multiplies, 4 the barrier of the k loop, 8 the second shared stage,
+// 16 the epilogue.
 layout(constant_id = 14) const uint PROBE = 0;
 
 const uint WG = SG_M * SG_N * 32u;
@@ -61,9 +66,14 @@ const uint A_PER = A_UNITS / WG, B_PER = B_UNITS / WG;       // per invocation
 layout(set = 0, binding = 0) readonly buffer GemmA4 { uvec4 a_vec[]; };
 layout(set = 0, binding = 1) readonly buffer GemmB4 { uvec4 b_vec[]; };
 
-shared uvec4 s_a[2u * A_STAGE];
-shared uvec4 s_b[2u * B_STAGE];
-shared float s_c[SG_M * SG_N * 256u];
+// Two A stages, then two B stages; the epilogue reuses all of it.
+shared uvec4 smem[2u * (A_STAGE + B_STAGE)];
+const uint B_BASE = 2u * A_STAGE;
+// The epilogue stages EPI_J 16x8 accumulators per subgroup at a time: a
+// whole row of them (2 WN) when that fits the smaller of the layouts'
+// shared memory, else half a row.
+const uint SMEM_MIN = 2u * (min(BM * (BK + 8u), BK * (BM + 8u)) + min(BK * (BN + 8u), BN * (BK + 8u))) / 8u;
+const uint EPI_J = SG_M * SG_N * 16u * (2u * WN) * 8u / 4u <= SMEM_MIN ? 2u * WN : WN;
 
 uint pack2(uint lo, uint hi) { return lo | (hi << 16); }
 
@@ -142,17 +152,45 @@ void main() {
   [[unroll]] for (uint i = 0u; i < B_PER; i++)
     rb[i] = load_b(tid + i * WG, b_base, n0, 0u);
   [[unroll]] for (uint i = 0u; i < A_PER; i++)
-    s_a[a_slot(tid + i * WG)] = ra[i];
+    smem[a_slot(tid + i * WG)] = ra[i];
   [[unroll]] for (uint i = 0u; i < B_PER; i++)
-    s_b[b_slot(tid + i * WG)] = rb[i];
+    smem[B_BASE + b_slot(tid + i * WG)] = rb[i];
   barrier();
 
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[BK / 16u][WM];
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[BK / 16u][WN8];
+  // One 16-deep product step at shared-memory offset KK (a constant): the
+  // fragment arrays are indexed only by unrolled loops, so every index is a
+  // constant. Indexing them by the step as well (fa[kk / 16][i] in a loop
+  // over kk) left them in local memory on NVIDIA's driver: ~30 TFLOP/s at
+  // 4096^3 against ~620 for the bare multiply (bench/vulkan/).
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[WM];
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[WN8];
+#define COOPMAT_STEP(KK)                                                                           \
+  [[unroll]] for (uint i = 0u; i < WM; i++) {                                                      \
+    uint m = wm0 + i * 16u;                                                                        \
+    if (A_KFAST != 0u)                                                                             \
+      coopMatLoadNV(fa[i], smem, sa0 + m * A_LINE + (KK) / 8u, A_LINE, false);                     \
+    else                                                                                           \
+      coopMatLoadNV(fa[i], smem, sa0 + (KK) * A_LINE + m / 8u, A_LINE, true);                      \
+  }                                                                                                \
+  [[unroll]] for (uint j = 0u; j < WN8; j++) {                                                     \
+    uint n = wn0 + j * 8u;                                                                         \
+    if (B_NFAST != 0u)                                                                             \
+      coopMatLoadNV(fb[j], smem, sb0 + (KK) * B_LINE + n / 8u, B_LINE, false);                     \
+    else                                                                                           \
+      coopMatLoadNV(fb[j], smem, sb0 + n * B_LINE + (KK) / 8u, B_LINE, true);                      \
+  }                                                                                                \
+  if ((PROBE & 2u) == 0u) {                                                                        \
+    [[unroll]] for (uint i = 0u; i < WM; i++)                                                      \
+      [[unroll]] for (uint j = 0u; j < WN8; j++)                                                   \
+        acc[i * WN8 + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * WN8 + j]);                        \
+  } else if ((KK) == 0u) {                                                                         \
+    acc[0] = coopMatMulAddNV(fa[0], fb[0], acc[0]);                                                \
+  }
+
   uint steps = (p.k + BK - 1u) / BK;
   for (uint s = 0u; s < steps; s++) {
-    uint stage = s & 1u;
-    bool more = s + 1u < steps && PROBE != 1u;
+    uint stage = (PROBE & 8u) != 0u ? 0u : s & 1u;
+    bool more = s + 1u < steps && (PROBE & 1u) == 0u;
     if (more) {
       uint k1 = (s + 1u) * BK;
       [[unroll]] for (uint i = 0u; i < A_PER; i++)
@@ -160,56 +198,55 @@ void main() {
       [[unroll]] for (uint i = 0u; i < B_PER; i++)
         rb[i] = load_b(tid + i * WG, b_base, n0, k1);
     }
-    uint sa0 = stage * A_STAGE, sb0 = stage * B_STAGE;
-    [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-      uint q = kk / 16u;
-      if (PROBE != 3u || s == 0u) {
-      [[unroll]] for (uint i = 0u; i < WM; i++) {
-        uint m = wm0 + i * 16u;
-        if (A_KFAST != 0u)
-          coopMatLoadNV(fa[q][i], s_a, sa0 + m * A_LINE + kk / 8u, A_LINE, false);
-        else
-          coopMatLoadNV(fa[q][i], s_a, sa0 + kk * A_LINE + m / 8u, A_LINE, true);
-      }
-      [[unroll]] for (uint j = 0u; j < WN8; j++) {
-        uint n = wn0 + j * 8u;
-        if (B_NFAST != 0u)
-          coopMatLoadNV(fb[q][j], s_b, sb0 + kk * B_LINE + n / 8u, B_LINE, false);
-        else
-          coopMatLoadNV(fb[q][j], s_b, sb0 + n * B_LINE + kk / 8u, B_LINE, true);
-      }
-      }
-      if (PROBE != 2u)
-        [[unroll]] for (uint i = 0u; i < WM; i++)
-          [[unroll]] for (uint j = 0u; j < WN8; j++)
-            acc[i * WN8 + j] = coopMatMulAddNV(fa[q][i], fb[q][j], acc[i * WN8 + j]);
-      else if (kk == 0u)
-        acc[0] = coopMatMulAddNV(fa[0][0], fb[0][0], acc[0]);
+    uint sa0 = stage * A_STAGE, sb0 = B_BASE + stage * B_STAGE;
+    COOPMAT_STEP(0u)
+    if (BK == 32u) {
+      COOPMAT_STEP(16u)
     }
     if (more) {
       uint next = (stage ^ 1u);
       [[unroll]] for (uint i = 0u; i < A_PER; i++)
-        s_a[next * A_STAGE + a_slot(tid + i * WG)] = ra[i];
+        smem[next * A_STAGE + a_slot(tid + i * WG)] = ra[i];
       [[unroll]] for (uint i = 0u; i < B_PER; i++)
-        s_b[next * B_STAGE + b_slot(tid + i * WG)] = rb[i];
+        smem[B_BASE + next * B_STAGE + b_slot(tid + i * WG)] = rb[i];
     }
-    barrier();
+    if ((PROBE & 4u) == 0u)
+      barrier();
   }
 
-  // Epilogue: each 16x8 accumulator through this subgroup's f32 tile.
-  uint lane = gl_SubgroupInvocationID, sgsize = gl_SubgroupSize;
-  uint c0 = sg * 256u;
-  [[unroll]] for (uint i = 0u; i < WM; i++) {
-    [[unroll]] for (uint j = 0u; j < WN8; j++) {
-      coopMatStoreNV(acc[i * WN8 + j], s_c, c0, 8u, false);
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      for (uint e = lane; e < 128u; e += sgsize) {
-        uint gm = m0 + wm0 + i * 16u + e / 8u, gn = n0 + wn0 + j * 8u + e % 8u;
-        if (gm < mcount && gn < p.n)
-          gemm_store(z, row0, gm, gn, s_c[c0 + e], OUT_F32 != 0u);
-      }
-      subgroupBarrier();
-    }
+  // Epilogue, EPI_J accumulators (16 x 8 EPI_J) of a row at a time, staged
+  // as f32 in the shared stages (free once every subgroup is past the k
+  // loop). Every accumulator index must be a constant, hence the parts
+  // spelled out and the column loop unrolled: one indexed by a loop
+  // variable puts the whole accumulator array in local memory, and every
+  // product of the k loop then goes through it (NVIDIA, 4096^3 f16: 30
+  // TFLOP/s instead of ~220).
+  if ((PROBE & 16u) != 0u)
+    return;
+  if ((PROBE & 4u) != 0u)
+    barrier();
+  const uint EPI_W = EPI_J * 8u; // floats in a staged row
+  uint lane = gl_SubgroupInvocationID;
+  uint c0 = sg * (16u * EPI_W / 4u); // this subgroup's rows, in 16-byte units
+#define COOPMAT_EPILOGUE_PART(I, H)                                                                \
+  if ((I) < WM && (H) * EPI_J < WN8) {                                                             \
+    [[unroll]] for (uint j = 0u; j < EPI_J; j++)                                                   \
+      coopMatStoreNV(acc[(I) * WN8 + (H) * EPI_J + j], smem, c0 + j * 2u, EPI_W / 4u, false);      \
+    subgroupMemoryBarrierShared();                                                                 \
+    subgroupBarrier();                                                                             \
+    for (uint e = lane; e < 16u * EPI_W; e += 32u) {                                               \
+      uint gm = m0 + wm0 + (I) * 16u + e / EPI_W, gn = n0 + wn0 + (H) * EPI_W + e % EPI_W;         \
+      if (gm < mcount && gn < p.n)                                                                 \
+        gemm_store(z, row0, gm, gn, uintBitsToFloat(smem[c0 + e / 4u][e % 4u]), OUT_F32 != 0u);    \
+    }                                                                                              \
+    subgroupBarrier();                                                                             \
   }
+  COOPMAT_EPILOGUE_PART(0u, 0u)
+  COOPMAT_EPILOGUE_PART(0u, 1u)
+  COOPMAT_EPILOGUE_PART(1u, 0u)
+  COOPMAT_EPILOGUE_PART(1u, 1u)
+  COOPMAT_EPILOGUE_PART(2u, 0u)
+  COOPMAT_EPILOGUE_PART(2u, 1u)
+  COOPMAT_EPILOGUE_PART(3u, 0u)
+  COOPMAT_EPILOGUE_PART(3u, 1u)
 }

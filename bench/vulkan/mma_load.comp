@@ -1,0 +1,78 @@
+#version 450
+// Cooperative-matrix multiply-adds fed from shared memory inside the loop, as
+// tessera's GEMM shader does: each iteration every subgroup loads 4 A
+// fragments (16x16 f16) and 8 B fragments (16x8 f16) from a shared tile and
+// runs the 32 16x8x16 MulAdds between them into 32 f32 accumulators.
+//   SH_UVEC4   0: the shared tile is float16_t[]; 1: uvec4[] (the GEMM's type,
+//              offsets and strides then count 16-byte units)
+//   B_COLMAJOR 1: B fragments loaded column-major (B stored [n][k])
+// FLOP per workgroup and iteration: 32 * 4096 * 4 subgroups = 524288.
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+
+#ifndef SH_UVEC4
+#define SH_UVEC4 0
+#endif
+#ifndef B_COLMAJOR
+#define B_COLMAJOR 0
+#endif
+
+layout(local_size_x = 128) in;
+layout(push_constant) uniform Push { uint iters; };
+layout(set = 0, binding = 0) writeonly buffer Out { float data[]; } outbuf;
+
+// A: 64 rows of 32 k (+8 padding halfs); B: 32 k rows of 64 n (+8), or,
+// column-major, 64 n rows of 32 k (+8). Lengths in halfs.
+const uint A_LINE = 40u, B_LINE = B_COLMAJOR != 0 ? 40u : 72u;
+const uint A_HALFS = 64u * 40u, B_OFF = A_HALFS, TOTAL = A_HALFS + 64u * 72u;
+#if SH_UVEC4
+shared uvec4 tile[TOTAL / 8u];
+#define UNIT(h) ((h) / 8u)
+#else
+shared float16_t tile[TOTAL];
+#define UNIT(h) (h)
+#endif
+
+void main() {
+  // Nonzero data that depends on a run-time value, so nothing folds.
+#if SH_UVEC4
+  for (uint i = gl_LocalInvocationIndex; i < TOTAL / 8u; i += 128u) {
+    uint w[4];
+    for (uint j = 0u; j < 4u; j++)
+      w[j] = packFloat2x16(f16vec2(float16_t(float(1u + (8u * i + 2u * j + iters) % 7u) / 512.0),
+                                   float16_t(float(1u + (8u * i + 2u * j + 1u + iters) % 7u) / 512.0)));
+    tile[i] = uvec4(w[0], w[1], w[2], w[3]);
+  }
+#else
+  for (uint i = gl_LocalInvocationIndex; i < TOTAL; i += 128u)
+    tile[i] = float16_t(float(1u + (i + iters) % 7u) / 512.0);
+#endif
+  barrier();
+
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[32];
+  [[unroll]] for (uint t = 0u; t < 32u; t++)
+    acc[t] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4];
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[8];
+  for (uint it = 0u; it < iters; it++) {
+    uint kk = (it & 1u) * 16u; // alternate k halves: the loads cannot be hoisted
+    [[unroll]] for (uint i = 0u; i < 4u; i++)
+      coopMatLoadNV(fa[i], tile, UNIT(i * 16u * A_LINE + kk), UNIT(A_LINE), false);
+    [[unroll]] for (uint j = 0u; j < 8u; j++) {
+      if (B_COLMAJOR != 0)
+        coopMatLoadNV(fb[j], tile, UNIT(B_OFF + j * 8u * B_LINE + kk), UNIT(B_LINE), true);
+      else
+        coopMatLoadNV(fb[j], tile, UNIT(B_OFF + kk * B_LINE + j * 8u), UNIT(B_LINE), false);
+    }
+    [[unroll]] for (uint i = 0u; i < 4u; i++)
+      [[unroll]] for (uint j = 0u; j < 8u; j++)
+        acc[i * 8u + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * 8u + j]);
+  }
+  // 32 accumulators of 128 floats per subgroup: the workgroup's 64 KiB slice.
+  uint base = gl_WorkGroupID.x * 16384u + gl_SubgroupID * 4096u;
+  [[unroll]] for (uint t = 0u; t < 32u; t++)
+    coopMatStoreNV(acc[t], outbuf.data, base + t * 128u, 8u, false);
+}
