@@ -46,6 +46,11 @@ layout(set = 0, binding = 2) readonly buffer GemmC16 { uint16_t c16[]; };
 layout(set = 0, binding = 3) readonly buffer GemmBias16 { uint16_t bias16[]; };
 layout(set = 0, binding = 4) buffer GemmD16 { uint16_t d16[]; };
 #endif
+// D four elements at a time (gemm_store4): 16 bytes of f32, 8 of 16-bit.
+layout(set = 0, binding = 4) buffer GemmD128 { vec4 d128[]; };
+#if !defined(DTYPE_F32)
+layout(set = 0, binding = 4) buffer GemmD64 { uvec2 d64[]; };
+#endif
 layout(set = 0, binding = 5) readonly buffer GemmGroups { uint group_table[]; };
 
 // erf with |error| < 1.5e-7 (Abramowitz and Stegun 7.1.26): GLSL has none.
@@ -134,6 +139,49 @@ void gemm_locate(bool grouped, uint bm, out uint z, out uint row0, out uint m0, 
   row0 = group_table[p.batch + 1u + lo];
   mcount = group_table[p.batch + 2u + lo] - row0;
   m0 = (tile - group_table[lo]) * bm;
+}
+
+// Outputs (gm, gn .. gn + 3) of one row from their accumulators: one 16- or
+// 8-byte store when D's row is contiguous there, the four lie inside and
+// start on a multiple of four elements; else one at a time.
+void gemm_store4(uint z, uint row0, uint gm, uint gn, vec4 acc, bool out_f32) {
+  uint r = row0 + gm;
+  uint di = p.d_first + z * p.d_sb + r * p.d_sm + gn * p.d_sn;
+  if (gn + 3u >= p.n || p.d_sn != 1u || (di & 3u) != 0u) {
+    for (uint i = 0u; i < 4u; i++)
+      if (gn + i < p.n)
+        gemm_store(z, row0, gm, gn + i, acc[i], out_f32);
+    return;
+  }
+  vec4 v = p.alpha * acc;
+  uint act = (p.flags >> 4) & 15u;
+  for (uint i = 0u; i < 4u; i++) {
+    if ((p.flags & GEMM_HAS_C) != 0u) {
+      uint ci = p.c_first + z * p.c_sb + r * p.c_sm + (gn + i) * p.c_sn;
+#if defined(DTYPE_F32)
+      v[i] += p.beta * c32[ci];
+#else
+      v[i] += p.beta * (out_f32 ? c32[ci] : elem_load(c16[ci]));
+#endif
+    }
+    if ((p.flags & GEMM_HAS_BIAS) != 0u) {
+      uint bi = p.bias_first + z * p.bias_sb + (gn + i) * p.bias_sn;
+#if defined(DTYPE_F32)
+      v[i] += bias32[bi];
+#else
+      v[i] += out_f32 ? bias32[bi] : elem_load(bias16[bi]);
+#endif
+    }
+    v[i] = gemm_activate(v[i], act);
+  }
+#if defined(DTYPE_F32)
+  d128[di >> 2] = v;
+#else
+  if (out_f32)
+    d128[di >> 2] = v;
+  else
+    d64[di >> 2] = elem4_make(v);
+#endif
 }
 
 #endif

@@ -216,7 +216,7 @@ void main() {
 
   // Epilogue, EPI_J accumulators (16 x 8 EPI_J) of a row at a time, staged
   // as f32 in the shared stages (free once every subgroup is past the k
-  // loop). Every accumulator index must be a constant, hence the parts
+  // loop), then stored four adjacent columns per invocation and step. Every accumulator index must be a constant, hence the parts
   // spelled out and the column loop unrolled: one indexed by a loop
   // variable puts the whole accumulator array in local memory, and every
   // product of the k loop then goes through it (NVIDIA, 4096^3 f16: 30
@@ -234,10 +234,11 @@ void main() {
       coopMatStoreNV(acc[(I) * WN8 + (H) * EPI_J + j], smem, c0 + j * 2u, EPI_W / 4u, false);      \
     subgroupMemoryBarrierShared();                                                                 \
     subgroupBarrier();                                                                             \
-    for (uint e = lane; e < 16u * EPI_W; e += 32u) {                                               \
-      uint gm = m0 + wm0 + (I) * 16u + e / EPI_W, gn = n0 + wn0 + (H) * EPI_W + e % EPI_W;         \
+    for (uint q = lane; q < 4u * EPI_W; q += 32u) {                                                \
+      uint gm = m0 + wm0 + (I) * 16u + q / (EPI_W / 4u);                                           \
+      uint gn = n0 + wn0 + (H) * EPI_W + (q % (EPI_W / 4u)) * 4u;                                  \
       if (gm < mcount && gn < p.n)                                                                 \
-        gemm_store(z, row0, gm, gn, uintBitsToFloat(smem[c0 + e / 4u][e % 4u]), OUT_F32 != 0u);    \
+        gemm_store4(z, row0, gm, gn, uintBitsToFloat(smem[c0 + q]), OUT_F32 != 0u);                \
     }                                                                                              \
     subgroupBarrier();                                                                             \
   }
