@@ -39,7 +39,7 @@ double timing_warmup_seconds(int device_type) {
   return device_type == TSR_DEVICE_CPU ? 0.0 : 0.2;
 }
 
-static double monotonic_seconds(void) {
+double timing_now_seconds(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
@@ -47,7 +47,7 @@ static double monotonic_seconds(void) {
 
 tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const char *variant,
                         const timing_plan *plan, double *median_ms, int *runs) {
-  double warm_start = monotonic_seconds();
+  double warm_start = timing_now_seconds();
   tsr_status status = TSR_OK;
   /* The counted warm-up, then rounds of set_count runs until warmup_seconds
    * have passed (each round waited for, so the clock measures the device). */
@@ -58,7 +58,7 @@ tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const ch
         cli_api_error("tsr_queue_finish", status);
         return status;
       }
-      if (monotonic_seconds() - warm_start >= plan->warmup_seconds)
+      if (timing_now_seconds() - warm_start >= plan->warmup_seconds)
         break;
       round_end += set_count;
     }

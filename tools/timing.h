@@ -21,6 +21,8 @@ typedef struct timing_plan {
 
 /* Seconds of back-to-back warm-up a device of this type gets (GPUs: 0.2). */
 double timing_warmup_seconds(int device_type);
+/* A monotonic clock, seconds. */
+double timing_now_seconds(void);
 
 /* Times problem_run over `sets` (the same problem built from different
  * seeds, used in turn). On success *median_ms holds the median event time.
