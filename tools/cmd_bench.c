@@ -20,7 +20,7 @@
 #include "problem.h"
 #include "timing.h"
 
-typedef enum bench_suite { SUITE_DEFAULT, SUITE_CPU, SUITE_CUDA } bench_suite;
+typedef enum bench_suite { SUITE_DEFAULT, SUITE_CPU, SUITE_CUDA, SUITE_VULKAN } bench_suite;
 
 typedef struct bench_options {
   const char *selectors[MAX_SELECTED_DEVICES];
@@ -168,7 +168,11 @@ typedef enum criterion_kind {
   TFLOPS_AT_LEAST,   /* TFLOP/s (threshold in TFLOP/s) */
   OVER_OWN_RATE,     /* GFLOP/s / GFLOP/s of another row */
   WEIGHTS_OVER_COPY, /* GB/s of B (the weights) / copy bandwidth */
-  BYTES_OVER_COPY    /* GB/s / copy bandwidth */
+  BYTES_OVER_COPY,   /* GB/s / copy bandwidth */
+  /* against the same row on the reference device (suite vulkan: the first
+   * CUDA device, in the same run) */
+  OVER_REFERENCE_CUBLASLT, /* cuBLASLt time there / this device's time */
+  OVER_REFERENCE_RATE      /* this device's GFLOP/s / tessera's there */
 } criterion_kind;
 
 typedef struct suite_criterion {
@@ -290,6 +294,43 @@ static const suite_criterion cuda_criteria[] = {
 };
 #define CUDA_CRITERIA (int)(sizeof cuda_criteria / sizeof cuda_criteria[0])
 
+/* ---- suite vulkan: issue 5's acceptance on a GPU with a CUDA device
+ * beside it (the same GPU through both plugins) ---- */
+
+enum {
+  VK_F16_4096,
+  VK_RMSNORM_F32,
+  VK_SOFTMAX_F32,
+  VK_RMSNORM_BF16,
+  VK_SOFTMAX_BF16,
+  VK_ATTENTION,
+  VULKAN_SUITE_ROWS
+};
+
+static int vulkan_suite_rows(problem_spec *rows) {
+  rows[VK_F16_4096] = gemm_shape(TSR_DTYPE_F16, 4096, 4096, 4096);
+  rows[VK_RMSNORM_F32] = shaped(TSR_OP_RMSNORM, TSR_DTYPE_F32, "16384x8192", false);
+  rows[VK_SOFTMAX_F32] = shaped(TSR_OP_SOFTMAX, TSR_DTYPE_F32, "16384x8192", false);
+  rows[VK_RMSNORM_BF16] = shaped(TSR_OP_RMSNORM, TSR_DTYPE_BF16, "16384x8192", false);
+  rows[VK_SOFTMAX_BF16] = shaped(TSR_OP_SOFTMAX, TSR_DTYPE_BF16, "16384x8192", false);
+  rows[VK_ATTENTION] = shaped(TSR_OP_ATTENTION, TSR_DTYPE_F16, "4x32x32x4096x4096x128", false);
+  return VULKAN_SUITE_ROWS;
+}
+
+/* The issue names no dtype for the row ops: both f32 and bf16 are judged.
+ * Attention is to be measured and reported against the CUDA plugin: its
+ * ratio has no threshold (0). */
+static const suite_criterion vulkan_criteria[] = {
+    {VK_F16_4096, OVER_REFERENCE_CUBLASLT, 0, 0.5, false},
+    {VK_RMSNORM_F32, BYTES_OVER_COPY, 0, 0.7, false},
+    {VK_SOFTMAX_F32, BYTES_OVER_COPY, 0, 0.7, false},
+    {VK_RMSNORM_BF16, BYTES_OVER_COPY, 0, 0.7, false},
+    {VK_SOFTMAX_BF16, BYTES_OVER_COPY, 0, 0.7, false},
+    {VK_ATTENTION, OVER_REFERENCE_RATE, 0, 0.0, false},
+    {VK_F16_4096, OVER_REFERENCE_RATE, 0, 0.0, true},
+};
+#define VULKAN_CRITERIA (int)(sizeof vulkan_criteria / sizeof vulkan_criteria[0])
+
 typedef struct criterion_result {
   char device[48];
   char text[320];
@@ -307,7 +348,9 @@ static bool row_ok(const bench_row *row) {
   return row != NULL && !row->failed && row->ms > 0.0;
 }
 
+/* `reference_rows`: the reference device's rows (suite vulkan), or NULL. */
 static void judge(const suite_criterion *c, const bench_row *device_rows, const bool *row_present,
+                  const bench_row *reference_rows, const char *reference_device,
                   const device_calibration *cal, const problem_spec *specs,
                   criterion_result *result) {
   memset(result, 0, sizeof *result);
@@ -331,6 +374,25 @@ static void judge(const suite_criterion *c, const bench_row *device_rows, const 
     else if (row_ok(row))
       snprintf(result->why, sizeof result->why, "cuBLASLt not timed");
     break;
+  case OVER_REFERENCE_CUBLASLT:
+  case OVER_REFERENCE_RATE: {
+    const bench_row *there = reference_rows ? &reference_rows[c->row] : NULL;
+    snprintf(result->text, sizeof result->text, "%s %s %s: %s%s%s", op, dtype, shape,
+             c->kind == OVER_REFERENCE_CUBLASLT ? "tessera / cuBLASLt on " : "TFLOP/s / ",
+             reference_device ? reference_device : "a CUDA device",
+             c->kind == OVER_REFERENCE_RATE ? "'s (reported)" : "");
+    if (!row_ok(row))
+      break;
+    if (!row_ok(there))
+      snprintf(result->why, sizeof result->why, "no CUDA device ran the row");
+    else if (c->kind == OVER_REFERENCE_RATE)
+      result->measured = row->gflops / there->gflops;
+    else if (isfinite(there->cublaslt_ms))
+      result->measured = there->cublaslt_ms / row->ms;
+    else
+      snprintf(result->why, sizeof result->why, "cuBLASLt not timed there");
+    break;
+  }
   case TFLOPS_AT_LEAST:
     snprintf(result->text, sizeof result->text, "%s %s %s: TFLOP/s", op, dtype, shape);
     if (row_ok(row))
@@ -807,10 +869,13 @@ static void print_legend(void) {
 static void print_criteria(const criterion_result *results, int count, bench_suite suite) {
   if (count == 0)
     return;
-  const char *name = suite == SUITE_CUDA ? "cuda" : "cpu";
+  const char *name = suite == SUITE_CUDA ? "cuda" : suite == SUITE_VULKAN ? "vulkan" : "cpu";
   printf("\nsuite %s: issue %d acceptance (ratios from this run; * = supplementary, not in the "
          "issue)\n",
-         name, suite == SUITE_CUDA ? 4 : 3);
+         name,
+         suite == SUITE_CUDA     ? 4
+         : suite == SUITE_VULKAN ? 5
+                                 : 3);
   printf("%-8s %-84s %9s %8s %9s  %s\n", "device", "criterion", "measured", "needs", "at most",
          "verdict");
   int tally[2][3] = {{0, 0, 0}, {0, 0, 0}}; /* [supplementary][PASS, FAIL, n/a] */
@@ -862,9 +927,10 @@ static bool write_bench_json(const char *path, const bench_options *o, const ben
   fprintf(f, "{\n  \"tool\": \"tessera bench\",\n  \"version\": ");
   json_string(f, tsr_version());
   fprintf(f, ",\n  \"suite\": \"%s\",\n  \"short\": %s,\n  \"devices\": [",
-          o->suite == SUITE_CPU    ? "cpu"
-          : o->suite == SUITE_CUDA ? "cuda"
-                                   : "default",
+          o->suite == SUITE_CPU      ? "cpu"
+          : o->suite == SUITE_CUDA   ? "cuda"
+          : o->suite == SUITE_VULKAN ? "vulkan"
+                                     : "default",
           o->short_run ? "true" : "false");
   for (int d = 0; d < device_count; d++) {
     const device_calibration *c = &cals[d];
@@ -1008,10 +1074,12 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
         o->suite = SUITE_CPU;
       } else if (strcmp(value, "cuda") == 0) {
         o->suite = SUITE_CUDA;
+      } else if (strcmp(value, "vulkan") == 0) {
+        o->suite = SUITE_VULKAN;
       } else if (strcmp(value, "default") == 0) {
         o->suite = SUITE_DEFAULT;
       } else {
-        cli_error("unknown suite '%s' (suites: default, cpu, cuda)", value);
+        cli_error("unknown suite '%s' (suites: default, cpu, cuda, vulkan)", value);
         return EXIT_USAGE;
       }
     } else {
@@ -1025,6 +1093,9 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
     o->selectors[o->selector_count++] = "cpu";
   if (o->suite == SUITE_CUDA && o->selector_count == 0 && !o->all)
     o->selectors[o->selector_count++] = "cuda";
+  /* The Vulkan devices, and the CUDA devices as the same run's reference. */
+  if (o->suite == SUITE_VULKAN && o->selector_count == 0)
+    o->all = true;
   return EXIT_OK;
 }
 
@@ -1046,20 +1117,23 @@ int cmd_bench(int argc, char **argv) {
   }
 
   problem_spec specs[32];
-  int spec_count = o.suite == SUITE_CPU    ? cpu_suite_rows(specs)
-                   : o.suite == SUITE_CUDA ? cuda_suite_rows(specs)
-                                           : default_rows(o.short_run, specs);
+  int spec_count = o.suite == SUITE_CPU      ? cpu_suite_rows(specs)
+                   : o.suite == SUITE_CUDA   ? cuda_suite_rows(specs)
+                   : o.suite == SUITE_VULKAN ? vulkan_suite_rows(specs)
+                                             : default_rows(o.short_run, specs);
   /* --compute tf32: the f32 GEMM rows allow tf32 (the suites fix their own). */
   if (o.suite == SUITE_DEFAULT && o.compute == TSR_COMPUTE_TF32)
     for (int i = 0; i < spec_count; i++)
       if (specs[i].op == TSR_OP_GEMM && specs[i].dtype == TSR_DTYPE_F32)
         specs[i].gemm.compute = TSR_COMPUTE_TF32;
-  const suite_criterion *suite_criteria = o.suite == SUITE_CPU    ? cpu_criteria
-                                          : o.suite == SUITE_CUDA ? cuda_criteria
-                                                                  : NULL;
-  int suite_criterion_count = o.suite == SUITE_CPU    ? CPU_CRITERIA
-                              : o.suite == SUITE_CUDA ? CUDA_CRITERIA
-                                                      : 0;
+  const suite_criterion *suite_criteria = o.suite == SUITE_CPU      ? cpu_criteria
+                                          : o.suite == SUITE_CUDA   ? cuda_criteria
+                                          : o.suite == SUITE_VULKAN ? vulkan_criteria
+                                                                    : NULL;
+  int suite_criterion_count = o.suite == SUITE_CPU      ? CPU_CRITERIA
+                              : o.suite == SUITE_CUDA   ? CUDA_CRITERIA
+                              : o.suite == SUITE_VULKAN ? VULKAN_CRITERIA
+                                                        : 0;
   size_t device_count = selection.count;
   bench_row *rows = calloc((size_t)spec_count * device_count, sizeof *rows);
   bool *present = calloc((size_t)spec_count * device_count, sizeof *present);
@@ -1099,6 +1173,17 @@ int cmd_bench(int argc, char **argv) {
       printf("  skipped: suite cuda runs on CUDA devices\n");
       continue;
     }
+    if (o.suite == SUITE_VULKAN && strcmp(info->backend, "vulkan") != 0 &&
+        strcmp(info->backend, "cuda") != 0) {
+      printf("  skipped: suite vulkan runs on Vulkan devices (and CUDA ones for reference)\n");
+      continue;
+    }
+    /* Its rows are GPU-sized (attention: 275 GFLOP a run); a CPU Vulkan
+     * device (lavapipe) runs them only when named with --device. */
+    if (o.suite == SUITE_VULKAN && o.selector_count == 0 && info->type == TSR_DEVICE_CPU) {
+      printf("  skipped: a CPU device; name it with --device to run suite vulkan on it\n");
+      continue;
+    }
     tsr_queue *queue = NULL;
     tsr_status status = tsr_queue_create(device, &queue);
     if (status != TSR_OK) {
@@ -1135,9 +1220,24 @@ int cmd_bench(int argc, char **argv) {
     tsr_queue_destroy(queue);
     cublaslt_close(cal->cublaslt); /* after the queue: its buffers are gone */
     cal->cublaslt = NULL;
+  }
+  /* Judged once every device ran: suite vulkan compares with the first
+   * CUDA device's rows (its reference), which it judges by nothing. */
+  int reference = -1;
+  for (uint32_t d = 0; d < selection.count && reference < 0; d++)
+    if (o.suite == SUITE_VULKAN && strcmp(selection.infos[d].backend, "cuda") == 0)
+      reference = (int)d;
+  for (uint32_t d = 0; d < selection.count; d++) {
+    if (o.suite == SUITE_VULKAN && strcmp(selection.infos[d].backend, "vulkan") != 0)
+      continue;
+    const bench_row *device_rows = &rows[(size_t)d * (size_t)spec_count];
+    const bool *device_present = &present[(size_t)d * (size_t)spec_count];
+    const bench_row *reference_rows =
+        reference >= 0 ? &rows[(size_t)reference * (size_t)spec_count] : NULL;
     for (int c = 0; c < suite_criterion_count; c++)
       if (device_present[suite_criteria[c].row]) /* --op, --shape may leave rows out */
-        judge(&suite_criteria[c], device_rows, device_present, cal, specs,
+        judge(&suite_criteria[c], device_rows, device_present, reference_rows,
+              reference >= 0 ? selection.infos[reference].selector : NULL, &cals[d], specs,
               &criteria[criterion_count++]);
   }
   print_legend();
