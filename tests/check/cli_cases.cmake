@@ -192,7 +192,13 @@ elseif(CASE STREQUAL "bench_suite")
   # A criterion whose reference row was left out cannot be judged.
   run(EXIT zero ARGS bench --suite cpu --short --op attention --device cpu
       EXPECT "attention f32 1x8x8x2048x2048x128: GFLOP/s / tessera's gemm f32 4096x4096x4096 +- +>= 0.5 +- +n/a \\(reference row not run\\)")
-  run(EXIT nonzero ARGS bench --suite gpu EXPECT "unknown suite 'gpu' \\(suites: default, cpu, cuda\\)")
+  run(EXIT nonzero ARGS bench --suite gpu
+      EXPECT "unknown suite 'gpu' \\(suites: default, cpu, cuda, vulkan\\)")
+  # suite vulkan runs on Vulkan GPUs (with CUDA devices as the reference);
+  # the CPU, and a CPU Vulkan device not named, are skipped, each saying so.
+  run(EXIT zero ARGS bench --suite vulkan --short
+      EXPECT "skipped: suite vulkan runs on Vulkan devices \\(and CUDA ones for reference\\)"
+      REJECT "suite vulkan: [1-9]")
 
 elseif(CASE STREQUAL "openblas_child")
   # The hidden subcommand bench runs OpenBLAS through checks its arguments
