@@ -4,7 +4,9 @@
 #include "loader.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool vulkan_loader_open(vulkan_loader *loader, const char *library, char *why, size_t capacity) {
@@ -82,8 +84,46 @@ bool vulkan_loader_device(const vulkan_loader *loader, VkDevice device,
   return true;
 }
 
+static int count_object(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)info;
+  (void)size;
+  ++*(size_t *)data;
+  return 0;
+}
+
+size_t vulkan_loader_object_count(void) {
+  size_t count = 0;
+  dl_iterate_phdr(count_object, &count);
+  return count;
+}
+
+typedef struct pin_walk {
+  size_t index, from;
+} pin_walk;
+
+static int pin_object(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  pin_walk *walk = data;
+  if (walk->index++ >= walk->from && info->dlpi_name && info->dlpi_name[0]) {
+    /* Marks the loaded object never to be unloaded; takes no reference. */
+    void *handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    if (handle)
+      dlclose(handle);
+  }
+  return 0;
+}
+
+void vulkan_loader_pin_objects_since(size_t count) {
+  if (!getenv("TESSERA_NO_DLCLOSE"))
+    return;
+  pin_walk walk = {0, count};
+  dl_iterate_phdr(pin_object, &walk);
+}
+
 void vulkan_loader_close(vulkan_loader *loader) {
-  if (loader->library)
+  /* TESSERA_NO_DLCLOSE (as the core honours it): the loader and the driver
+   * stay mapped, so that leak reports at exit can name their frames. */
+  if (loader->library && !getenv("TESSERA_NO_DLCLOSE"))
     dlclose(loader->library);
   memset(loader, 0, sizeof *loader);
 }

@@ -137,6 +137,13 @@ bool vulkan_loader_instance(vulkan_loader *loader, VkInstance instance, char *wh
 bool vulkan_loader_device(const vulkan_loader *loader, VkDevice device,
                           vulkan_device_functions *out, char *why, size_t capacity);
 void vulkan_loader_close(vulkan_loader *loader);
+/* With TESSERA_NO_DLCLOSE set (sanitizer runs), every shared object loaded
+ * after the first `count` (vulkan_loader_object_count, taken before) stays
+ * mapped for good: the loader unloads the driver (the ICD) when the
+ * instance goes, and LeakSanitizer then reports what the driver's globals
+ * still held (lavapipe: 128 bytes) as leaked, from an unknown module. */
+size_t vulkan_loader_object_count(void);
+void vulkan_loader_pin_objects_since(size_t count);
 /* "VK_ERROR_OUT_OF_DEVICE_MEMORY" etc. */
 const char *vulkan_result_name(VkResult result);
 

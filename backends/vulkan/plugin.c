@@ -368,6 +368,8 @@ static void release_instance(vulkan_plugin *plugin) {
   if (plugin->instance) {
     if (plugin->messenger && plugin->loader.vkDestroyDebugUtilsMessengerEXT)
       plugin->loader.vkDestroyDebugUtilsMessengerEXT(plugin->instance, plugin->messenger, NULL);
+    /* The drivers and layers the instance loaded, all loaded by now. */
+    vulkan_loader_pin_objects_since(plugin->objects_before_instance);
     if (plugin->loader.vkDestroyInstance)
       plugin->loader.vkDestroyInstance(plugin->instance, NULL);
   }
@@ -399,6 +401,20 @@ static tsr_status vulkan_init(const tsr_host_services *host, void **out, char *r
   if (!vulkan_loader_open(&plugin->loader, env(plugin, "TESSERA_VULKAN_LOADER"), why, sizeof why))
     return no_devices(plugin, reason, reason_capacity, why);
   vulkan_loader *l = &plugin->loader;
+  plugin->objects_before_instance = vulkan_loader_object_count();
+  if (getenv("TESSERA_NO_DLCLOSE")) {
+    /* Sanitizer runs: a bare instance loads the drivers once, and they stay
+     * mapped (loader.h), before the queries below load and unload them. */
+    VkInstanceCreateInfo bare = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    VkInstance probe = NULL;
+    if (l->vkCreateInstance(&bare, NULL, &probe) == VK_SUCCESS) {
+      vulkan_loader_pin_objects_since(plugin->objects_before_instance);
+      PFN_vkDestroyInstance destroy =
+          (PFN_vkDestroyInstance)l->vkGetInstanceProcAddr(probe, "vkDestroyInstance");
+      if (destroy)
+        destroy(probe, NULL);
+    }
+  }
   uint32_t instance_version = VK_API_VERSION_1_0;
   if (l->vkEnumerateInstanceVersion)
     l->vkEnumerateInstanceVersion(&instance_version);

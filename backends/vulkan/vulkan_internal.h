@@ -114,6 +114,7 @@ typedef struct vulkan_plugin {
   tsr_host_services host;
   vulkan_loader loader; /* library NULL: no loader, no devices */
   VkInstance instance;
+  size_t objects_before_instance;     /* shared objects loaded before it (loader.h) */
   VkDebugUtilsMessengerEXT messenger; /* TESSERA_VULKAN_VALIDATION=1 */
   uint32_t device_count;
   vulkan_device_props *devices;
