@@ -48,8 +48,9 @@
 #define KERNEL_PER_DTYPE(dt, T)                                                                    \
   {TSR_ATTN_GENERIC_NAME(dt), -1, 0}, {TSR_ROWS_NAME(rmsnorm, dt), -1, 0},                         \
       {TSR_ROWS_NAME(layernorm, dt), -1, 0}, {TSR_ROWS_NAME(softmax, dt), -1, 0},                  \
-      {TSR_ROWS_NAME(cross_entropy, dt), 0, 0}, {TSR_ELEMENTWISE_NAME(swiglu, dt), 0, 0},          \
-      {TSR_ELEMENTWISE_NAME(gelu, dt), 0, 0}, {TSR_ELEMENTWISE_NAME(rope, dt), 0, 0},
+      {TSR_ROWS_NAME(cross_entropy, dt), 0, 0}, {TSR_ROWS_NAME(cross_entropy, dt) "_b4", 0, 0},    \
+      {TSR_ELEMENTWISE_NAME(swiglu, dt), 0, 0}, {TSR_ELEMENTWISE_NAME(gelu, dt), 0, 0},            \
+      {TSR_ELEMENTWISE_NAME(rope, dt), 0, 0},
 
 static const cuda_kernel_info kernel_table[] = {
     TSR_GEMM_MMA_CONFIGS(KERNEL_MMA) TSR_GEMM_WGMMA_CONFIGS(KERNEL_WGMMA)

@@ -774,7 +774,10 @@ static tsr_status launch_rows(cuda_queue *queue, const char *op, tsr_gpu_rows_pa
   unsigned smem = p->cache_row ? (unsigned)(p->n * 4) : 0;
   int64_t blocks = p->rows < (1 << 20) ? p->rows : (1 << 20);
   char name[64];
-  snprintf(name, sizeof name, "tsr_%s_%s", op, dtype_tag(p->dtype));
+  /* Cross entropy's register path with 256 threads or more: the kernel
+   * with half the batch (4 chunks in flight a thread), half the registers. */
+  bool half_batch = p->regs && !may_cache && c->threads >= 256;
+  snprintf(name, sizeof name, "tsr_%s_%s%s", op, dtype_tag(p->dtype), half_batch ? "_b4" : "");
   return launch_named(queue, name, (uint64_t)blocks, 1, 1, (unsigned)c->threads, smem, p);
 }
 

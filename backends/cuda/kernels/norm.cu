@@ -410,15 +410,38 @@ template <typename T> TSR_DEVICE void softmax_regs(const rows_params &p) {
 }
 
 /* Cross entropy reads the row once and keeps nothing: each thread takes
- * batches of CE_BATCH of its 16-byte chunks (all loads in flight before the
- * first use; with 128 threads a batch covers 8192 16-bit elements, a whole
- * row of that length), folds each batch into a running (max, sum of exp)
+ * batches of R of its 16-byte chunks (all loads in flight before the
+ * first use; R = 8 with 128 threads, or in the _b4 kernels R = 4 with 256
+ * threads and fewer registers, covers 8192 16-bit elements, a whole row of
+ * that length), folds each batch into a running (max, sum of exp)
  * pair, and the block merges the pairs. Any row length. Thread 0 reads the
  * target and the target's logit while the row is in flight, so the loss
  * costs no dependent memory round trips after the reduction. */
-enum { CE_BATCH = 8 };
-template <typename T> TSR_DEVICE void cross_entropy_regs(const rows_params &p) {
-  constexpr int V = 16 / (int)sizeof(T), R = CE_BATCH;
+/* The largest of the 16 bytes' elements, as f32. 16-bit pairs compare as
+ * pairs (one max for two elements, exact: no rounding in a max) where the
+ * hardware has it. */
+template <typename T> TSR_DEVICE float max16(const uint4 &raw) {
+#if TSR_GPU_HAS_MMA_SYNC
+  if constexpr (sizeof(T) == 2) {
+    typedef typename std::conditional<std::is_same<T, tsr_bf16>::value, __nv_bfloat162,
+                                      __half2>::type pair;
+    const pair *w = (const pair *)&raw;
+    pair m = __hmax2(__hmax2(w[0], w[1]), __hmax2(w[2], w[3]));
+    const T *h = (const T *)&m;
+    return fmaxf(tsr_elem<T>::to_float(h[0]), tsr_elem<T>::to_float(h[1]));
+  }
+#endif
+  constexpr int V = 16 / (int)sizeof(T);
+  float v[V], top = -INFINITY;
+  tsr_vec16<T>::load(&raw, v);
+#pragma unroll
+  for (int i = 0; i < V; i++)
+    top = fmaxf(top, v[i]);
+  return top;
+}
+
+template <typename T, int R> TSR_DEVICE void cross_entropy_regs(const rows_params &p) {
+  constexpr int V = 16 / (int)sizeof(T);
   __shared__ float scratch[64];
   const int64_t chunks = p.n / V;
   const int threads = blockDim.x, t = threadIdx.x;
@@ -442,13 +465,8 @@ template <typename T> TSR_DEVICE void cross_entropy_regs(const rows_params &p) {
       float top = -INFINITY;
 #pragma unroll
       for (int j = 0; j < R; j++)
-        if (base + (int64_t)j * threads < chunks) {
-          float v[V];
-          tsr_vec16<T>::load(&raw[j], v);
-#pragma unroll
-          for (int i = 0; i < V; i++)
-            top = fmaxf(top, v[i]);
-        }
+        if (base + (int64_t)j * threads < chunks)
+          top = fmaxf(top, max16<T>(raw[j]));
       if (top == -INFINITY)
         continue;
 #pragma unroll
@@ -675,9 +693,9 @@ template <typename T> TSR_DEVICE void softmax_body(const rows_params &p) {
 /* loss = lse(row) - row[target]; ignore_index rows get 0; any other target
  * outside [0, n) gets NaN and records the smallest such row in the queue's
  * status word, which queue_finish reports. */
-template <typename T> TSR_DEVICE void cross_entropy_body(const rows_params &p) {
+template <typename T, int R> TSR_DEVICE void cross_entropy_body(const rows_params &p) {
   if (p.regs) {
-    cross_entropy_regs<T>(p);
+    cross_entropy_regs<T, R>(p);
     return;
   }
   constexpr int V = 16 / (int)sizeof(T);
@@ -728,6 +746,10 @@ template <typename T> TSR_DEVICE void cross_entropy_body(const rows_params &p) {
     softmax_body<T>(p);                                                                            \
   }                                                                                                \
   TSR_KERNEL void TSR_ROWS_BOUNDS(T) tsr_cross_entropy_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {    \
-    cross_entropy_body<T>(p);                                                                      \
+    cross_entropy_body<T, 8>(p);                                                                   \
+  }                                                                                                \
+  TSR_KERNEL void __launch_bounds__(512, 3)                                                        \
+      tsr_cross_entropy_##dt##_b4(TSR_PARAMS(tsr_gpu_rows_params) p) {                             \
+    cross_entropy_body<T, 4>(p);                                                                   \
   }
 TSR_DTYPES_ALL(TSR_DEFINE_ROWS)
