@@ -628,6 +628,27 @@ static bool plan_run(const cublaslt_session *s, const lt_plan *plan, char *error
   return true;
 }
 
+/* The warm-up's callbacks (timing_warm_up). */
+typedef struct lt_warm_up {
+  const cublaslt_session *s;
+  const lt_plan *plans;
+  int set_count;
+  cublaslt_timing *out;
+} lt_warm_up;
+
+static bool lt_warm_up_run(void *context, int i) {
+  lt_warm_up *w = context;
+  return plan_run(w->s, &w->plans[i % w->set_count], w->out->error, sizeof w->out->error);
+}
+
+static bool lt_warm_up_finish(void *context) {
+  lt_warm_up *w = context;
+  if (w->s->cu.stream_synchronize(w->s->stream) == 0)
+    return true;
+  snprintf(w->out->error, sizeof w->out->error, "cuBLASLt stream failed in the warm-up");
+  return false;
+}
+
 /* ||x - y|| / ||y|| over two host copies of d. */
 static double relative_difference(const unsigned char *x, const unsigned char *y, tsr_dtype dtype,
                                   int64_t count) {
@@ -701,27 +722,14 @@ bool cublaslt_time(cublaslt_session *s, problem *sets, int set_count, tsr_queue 
   free(mine);
   free(theirs);
 
-  /* The same plan as tessera's (time_problem): the counted warm-up, then
-   * rounds of set_count runs until warmup_seconds have passed, then runs
-   * rotating the sets. Both sides must meet the GPU in the same state: after
-   * 0.2 s of back-to-back 4096^3 GEMMs an H100 runs them ~10% slower than
-   * after one. */
+  /* The same plan as tessera's (time_problem), its warm-up included: both
+   * sides must meet the GPU in the same state (after 0.2 s of back-to-back
+   * 4096^3 GEMMs an H100 runs them ~10% slower than after one). */
   double samples[TIMING_MAX_SAMPLES];
   int count = 0;
-  double warm_start = timing_now_seconds();
-  for (int i = 0, round_end = plan->warmup; ok; i++) {
-    if (i == round_end) {
-      if (s->cu.stream_synchronize(s->stream) != 0) {
-        snprintf(out->error, sizeof out->error, "cuBLASLt stream failed in the warm-up");
-        ok = false;
-        break;
-      }
-      if (timing_now_seconds() - warm_start >= plan->warmup_seconds)
-        break;
-      round_end += set_count;
-    }
-    ok = plan_run(s, &plans[i % set_count], out->error, sizeof out->error);
-  }
+  lt_warm_up warm = {s, plans, set_count, out};
+  if (ok)
+    ok = timing_warm_up(plan, set_count, lt_warm_up_run, lt_warm_up_finish, &warm);
   int max_runs = plan->max_runs < TIMING_MAX_SAMPLES ? plan->max_runs : TIMING_MAX_SAMPLES;
   double total_ms = 0.0;
   while (ok && count < max_runs && (count < plan->min_runs || total_ms < plan->budget * 1e3)) {

@@ -39,35 +39,53 @@ double timing_warmup_seconds(int device_type) {
   return device_type == TSR_DEVICE_CPU ? 0.0 : 0.2;
 }
 
-double timing_now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+
+bool timing_warm_up(const timing_plan *plan, int set_count, bool (*run)(void *context, int i),
+                    bool (*finish)(void *context), void *context) {
+  double start = now_seconds();
+  for (int i = 0, round_end = plan->warmup;; i++) {
+    if (i == round_end) {
+      if (!finish(context))
+        return false;
+      if (now_seconds() - start >= plan->warmup_seconds)
+        return true;
+      round_end += set_count;
+    }
+    if (!run(context, i))
+      return false;
+  }
+}
+
+typedef struct problem_warm_up {
+  problem *sets;
+  int set_count;
+  tsr_queue *queue;
+  const char *variant;
+  tsr_status status;
+} problem_warm_up;
+
+static bool warm_up_run(void *context, int i) {
+  problem_warm_up *w = context;
+  w->status = problem_run(&w->sets[i % w->set_count], w->queue, w->variant);
+  if (w->status != TSR_OK)
+    cli_api_error(tsr_op_name(w->sets[0].spec.op), w->status);
+  return w->status == TSR_OK;
+}
+
+static bool warm_up_finish(void *context) {
+  problem_warm_up *w = context;
+  w->status = tsr_queue_finish(w->queue);
+  if (w->status != TSR_OK)
+    cli_api_error("tsr_queue_finish", w->status);
+  return w->status == TSR_OK;
 }
 
 tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const char *variant,
                         const timing_plan *plan, double *median_ms, int *runs) {
-  double warm_start = timing_now_seconds();
+  problem_warm_up warm = {sets, set_count, queue, variant, TSR_OK};
+  if (!timing_warm_up(plan, set_count, warm_up_run, warm_up_finish, &warm))
+    return warm.status;
   tsr_status status = TSR_OK;
-  /* The counted warm-up, then rounds of set_count runs until warmup_seconds
-   * have passed (each round waited for, so the clock measures the device). */
-  for (int i = 0, round_end = plan->warmup;; i++) {
-    if (i == round_end) {
-      status = tsr_queue_finish(queue);
-      if (status != TSR_OK) {
-        cli_api_error("tsr_queue_finish", status);
-        return status;
-      }
-      if (timing_now_seconds() - warm_start >= plan->warmup_seconds)
-        break;
-      round_end += set_count;
-    }
-    status = problem_run(&sets[i % set_count], queue, variant);
-    if (status != TSR_OK) {
-      cli_api_error(tsr_op_name(sets[0].spec.op), status);
-      return status;
-    }
-  }
   double samples[TIMING_MAX_SAMPLES];
   int max_runs = plan->max_runs < TIMING_MAX_SAMPLES ? plan->max_runs : TIMING_MAX_SAMPLES;
   int count = 0;

@@ -3,6 +3,8 @@
 #ifndef TESSERA_TOOLS_TIMING_H
 #define TESSERA_TOOLS_TIMING_H
 
+#include <stdbool.h>
+
 #include "problem.h"
 
 #define TIMING_MAX_SAMPLES 64
@@ -21,8 +23,13 @@ typedef struct timing_plan {
 
 /* Seconds of back-to-back warm-up a device of this type gets (GPUs: 0.2). */
 double timing_warmup_seconds(int device_type);
-/* A monotonic clock, seconds. */
-double timing_now_seconds(void);
+/* The warm-up of a plan, for any timed thing: plan->warmup runs, then
+ * rounds of set_count runs until plan->warmup_seconds have passed, each
+ * round waited for (`finish`), so that the clock measures the device.
+ * `run(context, i)` runs input set i % set_count. False as soon as `run` or
+ * `finish` fails (they report why). */
+bool timing_warm_up(const timing_plan *plan, int set_count, bool (*run)(void *context, int i),
+                    bool (*finish)(void *context), void *context);
 
 /* Times problem_run over `sets` (the same problem built from different
  * seeds, used in turn). On success *median_ms holds the median event time.

@@ -555,9 +555,6 @@ enum { SKINNY_MAX_ROWS = 16 };
 static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const int *candidates,
                           int count, char *reason, size_t capacity) {
   const int sms = device->props->multiprocessors;
-  /* Decode shapes stream B once. 16-bit: 16-row tensor-core tiles split over
-   * K, except one row against a K-contiguous B, where the GEMV's warp per
-   * column streamed faster (H100: 54.5 against 60.3 us at 1x8192x8192). */
   /* Decode shapes whose rows 16-byte loads reach: the stream configs. Up to
    * 64 MiB of weights two chunks a batch (more bytes in flight per warp
    * early on), beyond that one (more resident warps): H100, queued,
@@ -565,28 +562,26 @@ static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const 
    * 16x8192x28672 173-175 against 178-182 (bench/notes/cuda-gemm-small.md). */
   const cuda_arch_class arch = cuda_arch_of(device->props);
   pthread_once(&gemm_tables_once, build_gemm_tables);
-  const double weight_bytes = (double)s->k * (double)s->n * (double)s->batch * 2.0;
-  const char *stream_pick =
-      weight_bytes > 64.0 * 1024 * 1024 ? "stream_16x32_w8_u1" : "stream_16x32_w8_u2";
+  const bool many_weights = (double)s->k * (double)s->n * (double)s->batch * 2.0 > 64.0 * 1048576;
+  const char *stream_pick = many_weights ? "stream_16x32_w8_u1" : "stream_16x32_w8_u2";
+  /* Every stream config runs the same problems: one is a candidate iff all
+   * of them are (each arch table lists them all). */
   int stream = -1;
-  for (int i = 0; i < count; i++) {
-    const cuda_gemm_config *c = &gemm_configs[candidates[i]];
-    if (c->kind != CUDA_GEMM_STREAM)
-      continue;
-    if (stream < 0 || strcmp(c->variant, stream_pick) == 0 ||
-        (strcmp(gemm_configs[candidates[stream]].variant, stream_pick) != 0 &&
-         gemm_arch_rank[arch][candidates[i]] < gemm_arch_rank[arch][candidates[stream]]))
+  for (int i = 0; i < count && stream < 0; i++)
+    if (strcmp(gemm_configs[candidates[i]].variant, stream_pick) == 0)
       stream = i;
-  }
   if (stream >= 0) {
     if (reason)
       snprintf(reason, capacity,
                "M = %lld <= %d, 16-byte rows: B streamed straight into tensor-core fragments "
                "(16x32 tiles, split over K so that the blocks fill %d SMs; %s MiB of B)",
-               (long long)s->m, SKINNY_MAX_ROWS, sms,
-               weight_bytes > 64.0 * 1024 * 1024 ? "more than 64" : "up to 64");
+               (long long)s->m, SKINNY_MAX_ROWS, sms, many_weights ? "more than 64" : "up to 64");
     return stream;
   }
+  /* Other decode shapes stream B once too. 16-bit: 16-row tensor-core tiles
+   * split over K, except one row against a K-contiguous B, where the GEMV's
+   * warp per column streamed faster (H100: 54.5 against 60.3 us at
+   * 1x8192x8192). */
   bool gemv_k = s->m == 1 && !s->grouped && s->plain->b.strides[1] == 1;
   bool skinny = !s->grouped && s->dtype != TSR_DTYPE_F32 && s->m <= SKINNY_MAX_ROWS && !gemv_k;
   bool gemv = !skinny && s->m <= GEMV_MAX_ROWS;

@@ -421,58 +421,28 @@ static tsr_status run_gemm_wgmma(cuda_queue *queue, tsr_gpu_gemm_params *p, cons
   return TSR_OK;
 }
 
-/* Decode GEMM (M <= 16, 16-byte rows): 32-column tiles, K split across
- * blocks until about one wave of resident blocks is in flight; each split
- * keeps at least one chunk of 32 per warp. The last block of a tile to
- * finish sums the slices in order and runs the epilogue. */
-static tsr_status run_gemm_stream(cuda_queue *queue, tsr_gpu_gemm_params *p, const tsr_gemm_args *g,
-                                  const cuda_gemm_config *c, int64_t batch) {
-  const int warps = c->warps_n, kernel = cuda_gemm_kernel(c, g->a.dtype);
-  p->b_k_major = g->b.strides[1] == 1;
-  p->tiles_m = 1;
-  p->tiles_n = (int32_t)ceil_div(p->n, 32);
-  const int64_t tiles = p->tiles_n;
-  const int per_sm = kernel >= 0 && queue->device->blocks_per_sm[kernel] > 0
-                         ? queue->device->blocks_per_sm[kernel]
-                         : 1;
-  const int64_t slots = (int64_t)queue->device->props->multiprocessors * per_sm;
-  const int64_t chunks = ceil_div(p->k, 32);
+/* Split-K across the blocks of each tile (the last block of a tile sums
+ * the slices in order, kernels/gemm.cu splitk_gather): K in steps of
+ * `step` elements, split until tiles x batch x split reaches `slots`
+ * blocks, each slice keeping at least `least` steps. Sets p->split_k and
+ * p->k_per_split (all of K, rounded up to a step, for one slice); returns the batch entries one launch may take (one
+ * counter per tile and entry). */
+static int64_t plan_split_k(tsr_gpu_gemm_params *p, int64_t tiles, int64_t batch, int64_t slots,
+                            int64_t step, int64_t least) {
+  const int64_t steps = ceil_div(p->k, step);
   int64_t split = tiles * batch < slots ? slots / (tiles * batch) : 1;
-  int64_t most_split = chunks / warps > 1 ? chunks / warps : 1;
-  if (split > most_split)
-    split = most_split;
-  int64_t most_batch = MAX_GRID_YZ;
-  if (split > 1) {
-    most_batch = WORKSPACE_COUNTERS / tiles;
-    if (most_batch < 1) { /* more tiles than counters: no split */
-      split = 1;
-      most_batch = MAX_GRID_YZ;
-    } else if (most_batch > MAX_GRID_YZ) {
-      most_batch = MAX_GRID_YZ;
-    }
+  if (split > steps / least)
+    split = steps / least;
+  int64_t most_batch = WORKSPACE_COUNTERS / tiles;
+  if (split <= 1 || most_batch < 1) {
+    p->split_k = 1;
+    p->k_per_split = steps * step; /* one slice: all of K */
+    return MAX_GRID_YZ;
   }
-  const int64_t per = ceil_div(chunks, split);
-  split = ceil_div(chunks, per);
-  p->k_per_split = per * 32;
-  p->split_k = (int32_t)split;
-  for (int64_t b0 = 0; b0 < batch; b0 += most_batch) {
-    const int64_t chunk = batch - b0 < most_batch ? batch - b0 : most_batch;
-    p->batch_offset = (int32_t)b0;
-    p->batch_count = (int32_t)chunk;
-    if (split > 1) {
-      tsr_status status =
-          ensure_workspace(queue, (size_t)(split * tiles * chunk) * 16 * 32 * sizeof(float));
-      if (status != TSR_OK)
-        return status;
-      p->workspace = workspace_data(queue);
-      p->counters = queue->workspace;
-    }
-    tsr_status status = launch(queue, kernel, (uint64_t)tiles, (unsigned)chunk, (unsigned)split,
-                               (unsigned)(warps * 32), 0, p);
-    if (status != TSR_OK)
-      return status;
-  }
-  return TSR_OK;
+  const int64_t per = ceil_div(steps, split);
+  p->split_k = (int32_t)ceil_div(steps, per);
+  p->k_per_split = per * step;
+  return most_batch < MAX_GRID_YZ ? most_batch : MAX_GRID_YZ;
 }
 
 static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda_gemm_config *c) {
@@ -510,8 +480,6 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
     return TSR_OK;
   if (c->kind == CUDA_GEMM_GEMV)
     return run_gemv(queue, &p, g, batch);
-  if (c->kind == CUDA_GEMM_STREAM)
-    return run_gemm_stream(queue, &p, g, c, batch);
   if (c->kind == CUDA_GEMM_WGMMA)
     return run_gemm_wgmma(queue, &p, g, c, batch);
 
@@ -519,6 +487,8 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
   if (c->kind == CUDA_GEMM_SIMT) {
     threads = 256;
     smem = 0;
+  } else if (c->kind == CUDA_GEMM_STREAM) {
+    p.b_k_major = g->b.strides[1] == 1; /* the configs run only 16-byte rows */
   } else {
     operand_layout(&g->a, 1, 2, 0, esize, true, &p.a_k_major, &p.a_async);
     operand_layout(&g->b, 2, 1, 0, esize, true, &p.b_k_major, &p.b_async);
@@ -527,29 +497,26 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
   p.tiles_n = (int32_t)ceil_div(p.n, bn);
   int kernel = cuda_gemm_kernel(c, g->a.dtype);
   const int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
-  int64_t most_batch = MAX_GRID_YZ, split = 1;
-  if (c->kind == CUDA_GEMM_MMA && c->bm == 16 && tiles <= WORKSPACE_COUNTERS) {
+  int64_t most_batch = MAX_GRID_YZ;
+  p.split_k = 1;
+  if (c->kind == CUDA_GEMM_MMA && c->bm == 16) {
     /* Decode shapes: split K over the blocks of each tile so that there are
      * about as many blocks as SMs: fewer, longer-lived blocks than one per
      * block slot (H100, queued: 16x4096x4096 21.7 -> 20.8 us, 1x8192x8192
      * 57.0 -> 53.8 us; half or 1.5 blocks per SM were slower;
      * bench/notes/cuda-gemm-small.md). */
-    int64_t slots = queue->device->props->multiprocessors;
-    int64_t in_flight = tiles * batch;
-    int64_t k_tiles = ceil_div(p.k, c->bk);
-    split = in_flight < slots ? slots / in_flight : 1;
-    if (split > k_tiles)
-      split = k_tiles;
-    if (split > 1) {
-      int64_t per = ceil_div(k_tiles, split);
-      split = ceil_div(k_tiles, per);
-      p.k_per_split = per * c->bk;
-      most_batch = WORKSPACE_COUNTERS / tiles;
-      if (most_batch > MAX_GRID_YZ)
-        most_batch = MAX_GRID_YZ;
-    }
+    most_batch = plan_split_k(&p, tiles, batch, queue->device->props->multiprocessors, c->bk, 1);
+  } else if (c->kind == CUDA_GEMM_STREAM) {
+    /* About one wave of resident blocks, each warp keeping a chunk of 32 of
+     * every slice. */
+    const int per_sm = kernel >= 0 && queue->device->blocks_per_sm[kernel] > 0
+                           ? queue->device->blocks_per_sm[kernel]
+                           : 1;
+    most_batch =
+        plan_split_k(&p, tiles, batch, (int64_t)queue->device->props->multiprocessors * per_sm,
+                     c->bk, c->warps_n);
   }
-  p.split_k = (int32_t)split;
+  const int64_t split = p.split_k;
   for (int64_t b0 = 0; b0 < batch; b0 += most_batch) {
     p.batch_offset = (int32_t)b0;
     int64_t chunk = batch - b0 < most_batch ? batch - b0 : most_batch;

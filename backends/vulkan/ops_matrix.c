@@ -216,14 +216,14 @@ static uint32_t gemm_shared_bytes(const vulkan_gemm_config *c) {
   return 2 * tiles;
 }
 
-/* coopmat: the epilogue stages at least half a row of accumulators per
- * subgroup (16 x wn * 8 f32) in the shared stages, whichever layouts they
- * have (gemm_coopmat.comp, EPI_J). */
+/* coopmat: the epilogue stages a row of accumulators per subgroup (16 x
+ * wn * 16 f32) in the shared stages, whichever layouts they have
+ * (gemm_coopmat.comp). */
 static bool coopmat_epilogue_fits(const vulkan_gemm_config *c) {
   uint32_t a = c->bm * (c->bk + 8) * 2, at = c->bk * (c->bm + 8) * 2;
   uint32_t b = c->bk * (c->bn + 8) * 2, bt = c->bn * (c->bk + 8) * 2;
   uint32_t stages = 2 * ((a < at ? a : at) + (b < bt ? b : bt));
-  return stages >= c->sg_m * c->sg_n * 16 * c->wn * 8 * 4;
+  return stages >= c->sg_m * c->sg_n * 16 * c->wn * 16 * 4;
 }
 
 static bool gemm_config_fits(const vulkan_device_props *p, const vulkan_gemm_config *c) {
@@ -745,8 +745,7 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
                    push.b_sk == 1);
     if (props->subgroup_min != props->subgroup_max)
       required = 32;
-    snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u%s", c->bm, c->bn, c->sg_m, c->sg_n,
-             c->bk == 16 ? "_k16" : "");
+    snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u", c->bm, c->bn, c->sg_m, c->sg_n);
     /* Diagnosis only: TESSERA_VULKAN_COOPMAT_PROBE (gemm_coopmat.comp). */
     const char *probe = getenv("TESSERA_VULKAN_COOPMAT_PROBE");
     uint32_t spec[15] = {

@@ -774,10 +774,10 @@ TSR_DEVICE void stream_chunks(const gemm_params &p, const gemm_tile &tile, int64
 #pragma unroll
       for (int c = 0; c < 4; c++) {
         const bool in = b_live[c] && kc + b_row[c] < k_end;
-        q.b[u][c] = in ? tsr_load16_stream(B_K_MAJOR ? (const void *)(b_at[c] + kc)
-                                                     : (const void *)(b_at[c] + (kc + b_row[c]) *
-                                                                                    p.b_k))
-                       : zero;
+        q.b[u][c] =
+            in ? tsr_load16_stream(B_K_MAJOR ? (const void *)(b_at[c] + kc)
+                                             : (const void *)(b_at[c] + (kc + b_row[c]) * p.b_k))
+               : zero;
       }
       q.a_lo[u] = row_lo && a_in ? __ldg((const uint4 *)(a_lo + kc)) : zero;
       q.a_hi[u] = row_hi && a_in ? __ldg((const uint4 *)(a_hi + kc)) : zero;
@@ -873,8 +873,7 @@ template <typename T, int W, int U> TSR_DEVICE void gemm_stream_body(const gemm_
     return;
 #pragma unroll
   for (int i = 0; i < PER; i++) {
-    const int j = tid + i * THREADS, c = j >> 6, half = (j >> 5) & 1, g = (j & 31) >> 2,
-              t = j & 3;
+    const int j = tid + i * THREADS, c = j >> 6, half = (j >> 5) & 1, g = (j & 31) >> 2, t = j & 3;
     const int64_t col = tile.n0 + (p.b_k_major ? 8 * c + 2 * t : 8 * t + 2 * c);
     epilogue_pair(p, tile, g + 8 * half, col, sums[2 * i], sums[2 * i + 1]);
   }

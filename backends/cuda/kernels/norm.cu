@@ -178,44 +178,6 @@ template <typename T> struct row_regs {
   }
 };
 
-/* The 16-byte weight vectors of a thread's chunks, loaded together with
- * the row (before the reduction, so their latency hides behind it). */
-template <typename T> struct weight_regs {
-  static constexpr int V = 16 / (int)sizeof(T);
-  static constexpr int R = TSR_GPU_ROW_REGS / V;
-  uint4 raw[R];
-  __device__ __forceinline__ void load(const rows_params &p, uint64_t base, int64_t chunks) {
-    if (!base || !p.weight_vec)
-      return;
-#pragma unroll
-    for (int j = 0; j < R; j++) {
-      const int64_t c = (int64_t)j * blockDim.x + threadIdx.x;
-      if (c < chunks) {
-#if defined(__HIPCC__)
-        raw[j] = *(const uint4 *)((const T *)base + c * V);
-#else
-        raw[j] = __ldg((const uint4 *)((const T *)base + c * V));
-#endif
-      }
-    }
-  }
-  /* weight[e .. e + V) of chunk j as f32 (`absent` where there is none). */
-  __device__ __forceinline__ void get(const rows_params &p, uint64_t base, int64_t stride, int j,
-                                      int64_t e, float *w, float absent) const {
-    if (!base) {
-#pragma unroll
-      for (int i = 0; i < V; i++)
-        w[i] = absent;
-    } else if (p.weight_vec) {
-      tsr_vec16<T>::load(&raw[j], w);
-    } else {
-#pragma unroll
-      for (int i = 0; i < V; i++)
-        w[i] = tsr_load_any((const void *)base, p.weight_dtype, (e + i) * stride);
-    }
-  }
-};
-
 /* weight[e .. e + V) as f32 (1 where there is no weight). */
 template <typename T>
 TSR_DEVICE void weights_at(const rows_params &p, uint64_t base, int64_t stride, int64_t e, float *w,
@@ -423,8 +385,9 @@ template <typename T> TSR_DEVICE void softmax_regs(const rows_params &p) {
 template <typename T> TSR_DEVICE float max16(const uint4 &raw) {
 #if TSR_GPU_HAS_MMA_SYNC
   if constexpr (sizeof(T) == 2) {
-    typedef typename std::conditional<std::is_same<T, tsr_bf16>::value, __nv_bfloat162,
-                                      __half2>::type pair;
+    typedef
+        typename std::conditional<std::is_same<T, tsr_bf16>::value, __nv_bfloat162, __half2>::type
+            pair;
     const pair *w = (const pair *)&raw;
     pair m = __hmax2(__hmax2(w[0], w[1]), __hmax2(w[2], w[3]));
     const T *h = (const T *)&m;
@@ -736,7 +699,7 @@ template <typename T, int R> TSR_DEVICE void cross_entropy_body(const rows_param
 #endif
 #define TSR_ROWS_BOUNDS(T) __launch_bounds__(512, sizeof(T) == 2 ? TSR_ROWS_MIN_BLOCKS : 1)
 #define TSR_DEFINE_ROWS(dt, T)                                                                     \
-  TSR_KERNEL void TSR_ROWS_BOUNDS(T) tsr_rmsnorm_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {          \
+  TSR_KERNEL void TSR_ROWS_BOUNDS(T) tsr_rmsnorm_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {         \
     rmsnorm_body<T>(p);                                                                            \
   }                                                                                                \
   TSR_KERNEL void tsr_layernorm_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {                          \
@@ -745,7 +708,7 @@ template <typename T, int R> TSR_DEVICE void cross_entropy_body(const rows_param
   TSR_KERNEL void tsr_softmax_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {                            \
     softmax_body<T>(p);                                                                            \
   }                                                                                                \
-  TSR_KERNEL void TSR_ROWS_BOUNDS(T) tsr_cross_entropy_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {    \
+  TSR_KERNEL void TSR_ROWS_BOUNDS(T) tsr_cross_entropy_##dt(TSR_PARAMS(tsr_gpu_rows_params) p) {   \
     cross_entropy_body<T, 8>(p);                                                                   \
   }                                                                                                \
   TSR_KERNEL void __launch_bounds__(512, 3)                                                        \

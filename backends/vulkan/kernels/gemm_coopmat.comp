@@ -25,8 +25,8 @@
 // @variant f16_128x128_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=4
 // @variant f16_128x128_2x4 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=4 -DWM_C=4 -DWN_C=2
 // @variant f16_128x64_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=2
-// (BK_C=16 builds, 128x128 and 128x256 / 256x128 tiles in 8 subgroups, ran
-// correctly but slower on the H100: bench/notes/vulkan-matrix.md.)
+// (16-deep k steps, with 128x128 and 128x256 / 256x128 tiles, ran correctly
+// but slower on the H100 and were dropped: bench/notes/vulkan-matrix.md.)
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -36,10 +36,7 @@
 
 const uint SG_M = SG_M_C, SG_N = SG_N_C; // subgroups along m and n
 const uint WM = WM_C, WN = WN_C;         // 16x16 tiles per subgroup along m and n
-#ifndef BK_C
-#define BK_C 32
-#endif
-const uint BM = SG_M * WM * 16u, BN = SG_N * WN * 16u, BK = BK_C; // BK: 16 or 32
+const uint BM = SG_M * WM * 16u, BN = SG_N * WN * 16u, BK = 32u;
 layout(local_size_x = SG_M_C * SG_N_C * 32) in;
 layout(constant_id = 8) const uint A_KFAST = 1;
 layout(constant_id = 9) const uint B_NFAST = 1;
@@ -69,11 +66,6 @@ layout(set = 0, binding = 1) readonly buffer GemmB4 { uvec4 b_vec[]; };
 // Two A stages, then two B stages; the epilogue reuses all of it.
 shared uvec4 smem[2u * (A_STAGE + B_STAGE)];
 const uint B_BASE = 2u * A_STAGE;
-// The epilogue stages EPI_J 16x8 accumulators per subgroup at a time: a
-// whole row of them (2 WN) when that fits the smaller of the layouts'
-// shared memory, else half a row.
-const uint SMEM_MIN = 2u * (min(BM * (BK + 8u), BK * (BM + 8u)) + min(BK * (BN + 8u), BN * (BK + 8u))) / 8u;
-const uint EPI_J = SG_M * SG_N * 16u * (2u * WN) * 8u / 4u <= SMEM_MIN ? 2u * WN : WN;
 
 uint pack2(uint lo, uint hi) { return lo | (hi << 16); }
 
@@ -200,9 +192,7 @@ void main() {
     }
     uint sa0 = stage * A_STAGE, sb0 = B_BASE + stage * B_STAGE;
     COOPMAT_STEP(0u)
-    if (BK == 32u) {
-      COOPMAT_STEP(16u)
-    }
+    COOPMAT_STEP(16u)
     if (more) {
       uint next = (stage ^ 1u);
       [[unroll]] for (uint i = 0u; i < A_PER; i++)
@@ -214,40 +204,36 @@ void main() {
       barrier();
   }
 
-  // Epilogue, EPI_J accumulators (16 x 8 EPI_J) of a row at a time, staged
-  // as f32 in the shared stages (free once every subgroup is past the k
-  // loop), then stored four adjacent columns per invocation and step. Every accumulator index must be a constant, hence the parts
-  // spelled out and the column loop unrolled: one indexed by a loop
-  // variable puts the whole accumulator array in local memory, and every
-  // product of the k loop then goes through it (NVIDIA, 4096^3 f16: 30
-  // TFLOP/s instead of ~220).
+  // Epilogue, a row of accumulators (16 x 16 WN) at a time, staged as f32
+  // in the shared stages (free once every subgroup is past the k loop;
+  // ops_matrix.c checks that they hold a row per subgroup), then stored four
+  // adjacent columns per invocation and step. Every accumulator index must
+  // be a constant, hence the rows spelled out and the column loop unrolled:
+  // one indexed by a loop variable puts the whole accumulator array in local
+  // memory, and every product of the k loop then goes through it (NVIDIA,
+  // 4096^3 f16: 30 TFLOP/s instead of ~220).
   if ((PROBE & 16u) != 0u)
     return;
   if ((PROBE & 4u) != 0u)
     barrier();
-  const uint EPI_W = EPI_J * 8u; // floats in a staged row
+  const uint ROW = WN8 * 8u; // floats in a staged row
   uint lane = gl_SubgroupInvocationID;
-  uint c0 = sg * (16u * EPI_W / 4u); // this subgroup's rows, in 16-byte units
-#define COOPMAT_EPILOGUE_PART(I, H)                                                                \
-  if ((I) < WM && (H) * EPI_J < WN8) {                                                             \
-    [[unroll]] for (uint j = 0u; j < EPI_J; j++)                                                   \
-      coopMatStoreNV(acc[(I) * WN8 + (H) * EPI_J + j], smem, c0 + j * 2u, EPI_W / 4u, false);      \
+  uint c0 = sg * (16u * ROW / 4u); // this subgroup's rows, in 16-byte units
+#define COOPMAT_EPILOGUE_ROW(I)                                                                    \
+  if ((I) < WM) {                                                                                  \
+    [[unroll]] for (uint j = 0u; j < WN8; j++)                                                     \
+      coopMatStoreNV(acc[(I) * WN8 + j], smem, c0 + j * 2u, ROW / 4u, false);                      \
     subgroupMemoryBarrierShared();                                                                 \
     subgroupBarrier();                                                                             \
-    for (uint q = lane; q < 4u * EPI_W; q += 32u) {                                                \
-      uint gm = m0 + wm0 + (I) * 16u + q / (EPI_W / 4u);                                           \
-      uint gn = n0 + wn0 + (H) * EPI_W + (q % (EPI_W / 4u)) * 4u;                                  \
+    for (uint q = lane; q < 4u * ROW; q += 32u) {                                                  \
+      uint gm = m0 + wm0 + (I) * 16u + q / (ROW / 4u), gn = n0 + wn0 + (q % (ROW / 4u)) * 4u;      \
       if (gm < mcount && gn < p.n)                                                                 \
         gemm_store4(z, row0, gm, gn, uintBitsToFloat(smem[c0 + q]), OUT_F32 != 0u);                \
     }                                                                                              \
     subgroupBarrier();                                                                             \
   }
-  COOPMAT_EPILOGUE_PART(0u, 0u)
-  COOPMAT_EPILOGUE_PART(0u, 1u)
-  COOPMAT_EPILOGUE_PART(1u, 0u)
-  COOPMAT_EPILOGUE_PART(1u, 1u)
-  COOPMAT_EPILOGUE_PART(2u, 0u)
-  COOPMAT_EPILOGUE_PART(2u, 1u)
-  COOPMAT_EPILOGUE_PART(3u, 0u)
-  COOPMAT_EPILOGUE_PART(3u, 1u)
+  COOPMAT_EPILOGUE_ROW(0u)
+  COOPMAT_EPILOGUE_ROW(1u)
+  COOPMAT_EPILOGUE_ROW(2u)
+  COOPMAT_EPILOGUE_ROW(3u)
 }
