@@ -425,8 +425,8 @@ static tsr_status run_gemm_wgmma(cuda_queue *queue, tsr_gpu_gemm_params *p, cons
  * the slices in order, kernels/gemm.cu splitk_gather): K in steps of
  * `step` elements, split until tiles x batch x split reaches `slots`
  * blocks, each slice keeping at least `least` steps. Sets p->split_k and
- * p->k_per_split (all of K, rounded up to a step, for one slice); returns the batch entries one launch may take (one
- * counter per tile and entry). */
+ * p->k_per_split (all of K, rounded up to a step, for one slice); returns the batch entries one
+ * launch may take (one counter per tile and entry). */
 static int64_t plan_split_k(tsr_gpu_gemm_params *p, int64_t tiles, int64_t batch, int64_t slots,
                             int64_t step, int64_t least) {
   const int64_t steps = ceil_div(p->k, step);
