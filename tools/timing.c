@@ -39,7 +39,6 @@ double timing_warmup_seconds(int device_type) {
   return device_type == TSR_DEVICE_CPU ? 0.0 : 0.2;
 }
 
-
 bool timing_warm_up(const timing_plan *plan, int set_count, bool (*run)(void *context, int i),
                     bool (*finish)(void *context), void *context) {
   double start = now_seconds();
