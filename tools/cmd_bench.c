@@ -638,8 +638,9 @@ static timing_plan plan_for(const problem_spec *spec, bool short_run, int device
   /* One long run needs no second warm-up. */
   bool heavy = flops > 4e9 || bytes > 512e6;
   double warm = timing_warmup_seconds(device_type);
-  return short_run ? (timing_plan){1, 3, 10, 0.1, warm}
-                   : (timing_plan){heavy ? 1 : 3, 3, 30, heavy ? 2.0 : 1.0, warm};
+  bool queued = timing_queued(device_type);
+  return short_run ? (timing_plan){1, 3, 10, 0.1, warm, queued}
+                   : (timing_plan){heavy ? 1 : 3, 3, 30, heavy ? 2.0 : 1.0, warm, queued};
 }
 
 /* OpenBLAS on the very same inputs, in a child; proves the inputs equal
@@ -848,7 +849,12 @@ static void print_row(const bench_row *r, bool cpu) {
 }
 
 static void print_legend(void) {
-  printf("\nof peak: GFLOP/s over the FMA peak (bf16: over the bf16 dot peak) for rows bound by "
+  printf("\nmedian ms: the median of event-timed runs over rotated input sets; on GPUs the runs "
+         "are queued back to back (batches of %d after an untimed lead-in), so a sample is the "
+         "device's time per call in a stream of calls, without the host's launch latency; "
+         "cuBLASLt is timed the same way.\n",
+         TIMING_BATCH);
+  printf("of peak: GFLOP/s over the FMA peak (bf16: over the bf16 dot peak) for rows bound by "
          "arithmetic, GB/s over the copy bandwidth for rows bound by memory (the ceiling that "
          "allows the longer least time binds).\n"
          "copy: for rows bound by memory, the copy bandwidth (GB/s) timed just before and after "
@@ -859,7 +865,8 @@ static void print_legend(void) {
          "the same thread count; x = OpenBLAS time / tessera time (> 1: tessera is faster).\n"
          "cuBLASLt (GPU rows): cublasLtMatmul on the same device buffers in the same run, its "
          "heuristic's first algorithm, 32 MiB workspace, timed with CUDA events after the same "
-         "warm-up and rotation (grouped GEMM: a loop of one call per group); x = cuBLASLt time / "
+         "warm-up, rotation and queueing (grouped GEMM: a loop of one call per group); x = "
+         "cuBLASLt time / "
          "tessera time (> 1: tessera is faster); see bench/notes/cuda-gemm-baselines.md.\n"
          "others: cores' worth of CPU that other processes (and other guests of the hypervisor) "
          "used while the row was timed, worst of its windows; well above 0 means the row was "

@@ -115,7 +115,7 @@ struct cublaslt_session {
   cu_context context;
   bool context_retained;
   cu_stream stream;
-  cu_event start, end;
+  cu_event events[2 * TIMING_BATCH]; /* timing_sample's slots */
   lt_handle handle;
   cu_deviceptr workspace;
   problem_allocator allocator;
@@ -291,10 +291,9 @@ void cublaslt_close(cublaslt_session *s) {
     s->lt.destroy(s->handle);
   if (s->workspace)
     s->cu.mem_free(s->workspace);
-  if (s->start)
-    s->cu.event_destroy(s->start);
-  if (s->end)
-    s->cu.event_destroy(s->end);
+  for (int i = 0; i < 2 * TIMING_BATCH; i++)
+    if (s->events[i])
+      s->cu.event_destroy(s->events[i]);
   if (s->stream)
     s->cu.stream_destroy(s->stream);
   if (s->context_retained)
@@ -361,10 +360,8 @@ cublaslt_session *cublaslt_open(const tsr_device_info *info, char *why, size_t w
   }
   if (result == 0)
     result = s->cu.stream_create(&s->stream, CU_STREAM_NON_BLOCKING);
-  if (result == 0)
-    result = s->cu.event_create(&s->start, CU_EVENT_DEFAULT);
-  if (result == 0)
-    result = s->cu.event_create(&s->end, CU_EVENT_DEFAULT);
+  for (int i = 0; i < 2 * TIMING_BATCH && result == 0; i++)
+    result = s->cu.event_create(&s->events[i], CU_EVENT_DEFAULT);
   if (result == 0)
     result = s->cu.mem_alloc(&s->workspace, CUBLASLT_WORKSPACE_BYTES);
   if (result != 0) {
@@ -628,25 +625,46 @@ static bool plan_run(const cublaslt_session *s, const lt_plan *plan, char *error
   return true;
 }
 
-/* The warm-up's callbacks (timing_warm_up). */
-typedef struct lt_warm_up {
+/* The runs of the warm-up (timing_warm_up) and of the timed samples. */
+typedef struct lt_runner {
   const cublaslt_session *s;
   const lt_plan *plans;
   int set_count;
   cublaslt_timing *out;
-} lt_warm_up;
+} lt_runner;
 
-static bool lt_warm_up_run(void *context, int i) {
-  lt_warm_up *w = context;
+static bool lt_run(void *context, int i) {
+  lt_runner *w = context;
   return plan_run(w->s, &w->plans[i % w->set_count], w->out->error, sizeof w->out->error);
 }
 
-static bool lt_warm_up_finish(void *context) {
-  lt_warm_up *w = context;
+static bool lt_finish(void *context) {
+  lt_runner *w = context;
   if (w->s->cu.stream_synchronize(w->s->stream) == 0)
     return true;
   snprintf(w->out->error, sizeof w->out->error, "cuBLASLt stream failed in the warm-up");
   return false;
+}
+
+/* timing_sample's events: the session's slots on its stream. */
+static bool lt_record(void *context, int slot) {
+  lt_runner *w = context;
+  cu_result result = w->s->cu.event_record(w->s->events[slot], w->s->stream);
+  if (result != 0)
+    snprintf(w->out->error, sizeof w->out->error, "timing cuBLASLt: %s", cu_error(w->s, result));
+  return result == 0;
+}
+
+static bool lt_elapsed(void *context, int from, int to, double *ms) {
+  lt_runner *w = context;
+  float elapsed = 0.0f;
+  cu_result result = w->s->cu.event_synchronize(w->s->events[to]);
+  if (result == 0)
+    result = w->s->cu.event_elapsed(&elapsed, w->s->events[from], w->s->events[to]);
+  if (result != 0)
+    snprintf(w->out->error, sizeof w->out->error, "timing cuBLASLt: %s", cu_error(w->s, result));
+  *ms = elapsed;
+  return result == 0;
 }
 
 /* ||x - y|| / ||y|| over two host copies of d. */
@@ -727,32 +745,12 @@ bool cublaslt_time(cublaslt_session *s, problem *sets, int set_count, tsr_queue 
    * 4096^3 GEMMs an H100 runs them ~10% slower than after one). */
   double samples[TIMING_MAX_SAMPLES];
   int count = 0;
-  lt_warm_up warm = {s, plans, set_count, out};
+  lt_runner warm = {s, plans, set_count, out};
   if (ok)
-    ok = timing_warm_up(plan, set_count, lt_warm_up_run, lt_warm_up_finish, &warm);
-  int max_runs = plan->max_runs < TIMING_MAX_SAMPLES ? plan->max_runs : TIMING_MAX_SAMPLES;
-  double total_ms = 0.0;
-  while (ok && count < max_runs && (count < plan->min_runs || total_ms < plan->budget * 1e3)) {
-    cu_result result = s->cu.event_record(s->start, s->stream);
-    if (result == 0 && !plan_run(s, &plans[count % set_count], out->error, sizeof out->error)) {
-      ok = false;
-      break;
-    }
-    if (result == 0)
-      result = s->cu.event_record(s->end, s->stream);
-    if (result == 0)
-      result = s->cu.event_synchronize(s->end);
-    float ms = 0.0f;
-    if (result == 0)
-      result = s->cu.event_elapsed(&ms, s->start, s->end);
-    if (result != 0) {
-      snprintf(out->error, sizeof out->error, "timing cuBLASLt: %s", cu_error(s, result));
-      ok = false;
-      break;
-    }
-    samples[count++] = ms;
-    total_ms += ms;
-  }
+    ok = timing_warm_up(plan, set_count, lt_run, lt_finish, &warm);
+  timing_ops ops = {&warm, lt_run, lt_record, lt_elapsed};
+  if (ok)
+    ok = timing_sample(plan, set_count, &ops, samples, &count);
   if (ok && s->cu.stream_synchronize(s->stream) != 0) {
     snprintf(out->error, sizeof out->error, "cuBLASLt stream failed");
     ok = false;

@@ -8,31 +8,36 @@
 
 #include "common.h"
 
-/* One timed run: events around the op on the queue, so the time is the
- * device's, not the host's submission time. */
-static tsr_status timed_run(problem *p, tsr_queue *queue, const char *variant, double *ms) {
-  tsr_event *start = NULL, *end = NULL;
-  tsr_status status = tsr_event_record(queue, &start);
-  if (status != TSR_OK) {
-    cli_api_error("tsr_event_record", status);
-    return status;
+bool timing_queued(int device_type) {
+  return device_type != TSR_DEVICE_CPU;
+}
+
+bool timing_sample(const timing_plan *plan, int set_count, const timing_ops *ops, double *samples,
+                   int *count) {
+  int max_runs = plan->max_runs < TIMING_MAX_SAMPLES ? plan->max_runs : TIMING_MAX_SAMPLES;
+  double total_ms = 0.0;
+  *count = 0;
+  while (*count < max_runs && (*count < plan->min_runs || total_ms < plan->budget * 1e3)) {
+    int batch = plan->queued ? max_runs - *count : 1;
+    if (batch > TIMING_BATCH)
+      batch = TIMING_BATCH;
+    /* The lead-in uses the set before the first timed run's, so that
+     * consecutive runs still rotate. */
+    if (plan->queued && !ops->run(ops->context, *count + set_count - 1))
+      return false;
+    for (int b = 0; b < batch; b++)
+      if (!ops->record(ops->context, 2 * b) || !ops->run(ops->context, *count + b) ||
+          !ops->record(ops->context, 2 * b + 1))
+        return false;
+    for (int b = 0; b < batch; b++) {
+      double ms = 0.0;
+      if (!ops->elapsed(ops->context, 2 * b, 2 * b + 1, &ms))
+        return false;
+      samples[(*count)++] = ms;
+      total_ms += ms;
+    }
   }
-  status = problem_run(p, queue, variant);
-  if (status != TSR_OK) {
-    cli_api_error(tsr_op_name(p->spec.op), status);
-    tsr_event_destroy(start);
-    return status;
-  }
-  status = tsr_event_record(queue, &end);
-  if (status == TSR_OK)
-    status = tsr_event_wait(end);
-  if (status == TSR_OK)
-    status = tsr_event_elapsed_ms(start, end, ms);
-  if (status != TSR_OK)
-    cli_api_error("timing events", status);
-  tsr_event_destroy(start);
-  tsr_event_destroy(end);
-  return status;
+  return true;
 }
 
 double timing_warmup_seconds(int device_type) {
@@ -79,27 +84,61 @@ static bool warm_up_finish(void *context) {
   return w->status == TSR_OK;
 }
 
+/* time_problem's timing_ops: tessera events in slots. */
+typedef struct problem_sampler {
+  problem *sets;
+  int set_count;
+  tsr_queue *queue;
+  const char *variant;
+  tsr_event *events[2 * TIMING_BATCH];
+  tsr_status status;
+} problem_sampler;
+
+static bool sampler_run(void *context, int i) {
+  problem_sampler *s = context;
+  s->status = problem_run(&s->sets[i % s->set_count], s->queue, s->variant);
+  if (s->status != TSR_OK)
+    cli_api_error(tsr_op_name(s->sets[0].spec.op), s->status);
+  return s->status == TSR_OK;
+}
+
+static bool sampler_record(void *context, int slot) {
+  problem_sampler *s = context;
+  tsr_event_destroy(s->events[slot]);
+  s->events[slot] = NULL;
+  s->status = tsr_event_record(s->queue, &s->events[slot]);
+  if (s->status != TSR_OK)
+    cli_api_error("tsr_event_record", s->status);
+  return s->status == TSR_OK;
+}
+
+static bool sampler_elapsed(void *context, int from, int to, double *ms) {
+  problem_sampler *s = context;
+  s->status = tsr_event_wait(s->events[to]);
+  if (s->status == TSR_OK)
+    s->status = tsr_event_elapsed_ms(s->events[from], s->events[to], ms);
+  if (s->status != TSR_OK)
+    cli_api_error("timing events", s->status);
+  return s->status == TSR_OK;
+}
+
 tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const char *variant,
                         const timing_plan *plan, double *median_ms, int *runs) {
   problem_warm_up warm = {sets, set_count, queue, variant, TSR_OK};
   if (!timing_warm_up(plan, set_count, warm_up_run, warm_up_finish, &warm))
     return warm.status;
-  tsr_status status = TSR_OK;
+  problem_sampler sampler = {sets, set_count, queue, variant, {NULL}, TSR_OK};
+  timing_ops ops = {&sampler, sampler_run, sampler_record, sampler_elapsed};
   double samples[TIMING_MAX_SAMPLES];
-  int max_runs = plan->max_runs < TIMING_MAX_SAMPLES ? plan->max_runs : TIMING_MAX_SAMPLES;
   int count = 0;
-  double total_ms = 0.0;
-  while (count < max_runs && (count < plan->min_runs || total_ms < plan->budget * 1e3)) {
-    double ms = 0.0;
-    status = timed_run(&sets[count % set_count], queue, variant, &ms);
-    if (status != TSR_OK)
-      return status;
-    samples[count++] = ms;
-    total_ms += ms;
-  }
+  bool sampled = timing_sample(plan, set_count, &ops, samples, &count);
+  for (int i = 0; i < 2 * TIMING_BATCH; i++)
+    tsr_event_destroy(sampler.events[i]);
+  if (!sampled)
+    return sampler.status;
   /* A deferred kernel error surfaces at finish: a timing of failed runs is
    * no timing. */
-  status = tsr_queue_finish(queue);
+  tsr_status status = tsr_queue_finish(queue);
   if (status != TSR_OK) {
     cli_api_error("tsr_queue_finish", status);
     return status;

@@ -19,7 +19,37 @@ typedef struct timing_plan {
    * clock for the first tens of milliseconds of work (Vulkan on the H100:
    * 675-780 MHz against 1980 MHz loaded, timings 2.5x long) */
   double warmup_seconds;
+  /* GPUs: runs queued back to back in batches, each timed by its own pair of
+   * events, after an untimed lead-in run of the batch, so that a run's start
+   * event waits behind device work instead of firing while the host is still
+   * launching: the samples are the device's time per call in a stream of
+   * calls, not the host's launch latency (which varies with the machine
+   * start by several us and is a host cost, not a kernel's). tessera and
+   * cuBLASLt are timed the same way. */
+  bool queued;
 } timing_plan;
+
+/* Whether a device of this type is timed queued (GPUs) or call by call. */
+bool timing_queued(int device_type);
+
+/* How samples are taken, for any timed thing: `run(context, i)` queues a run
+ * of input set i % set_count; `record(context, slot)` records event `slot`
+ * (0 .. 2 * TIMING_BATCH - 1) after everything queued so far; `elapsed`
+ * waits for event `to` and gives the time between two events. Each returns
+ * false after reporting why. */
+enum { TIMING_BATCH = 8 };
+typedef struct timing_ops {
+  void *context;
+  bool (*run)(void *context, int i);
+  bool (*record)(void *context, int slot);
+  bool (*elapsed)(void *context, int from, int to, double *ms);
+} timing_ops;
+
+/* The plan's timed runs (after its warm-up, which the caller does): at least
+ * min_runs, then until budget seconds of samples or max_runs. Fills
+ * samples[0 .. *count). */
+bool timing_sample(const timing_plan *plan, int set_count, const timing_ops *ops, double *samples,
+                   int *count);
 
 /* Seconds of back-to-back warm-up a device of this type gets (GPUs: 0.2). */
 double timing_warmup_seconds(int device_type);
