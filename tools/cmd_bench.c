@@ -304,6 +304,7 @@ enum {
   VK_RMSNORM_BF16,
   VK_SOFTMAX_BF16,
   VK_ATTENTION,
+  VK_ATTENTION_CAUSAL,
   VULKAN_SUITE_ROWS
 };
 
@@ -314,6 +315,8 @@ static int vulkan_suite_rows(problem_spec *rows) {
   rows[VK_RMSNORM_BF16] = shaped(TSR_OP_RMSNORM, TSR_DTYPE_BF16, "16384x8192", false);
   rows[VK_SOFTMAX_BF16] = shaped(TSR_OP_SOFTMAX, TSR_DTYPE_BF16, "16384x8192", false);
   rows[VK_ATTENTION] = shaped(TSR_OP_ATTENTION, TSR_DTYPE_F16, "4x32x32x4096x4096x128", false);
+  rows[VK_ATTENTION_CAUSAL] =
+      shaped(TSR_OP_ATTENTION, TSR_DTYPE_F16, "4x32x32x4096x4096x128", true);
   return VULKAN_SUITE_ROWS;
 }
 
@@ -327,6 +330,7 @@ static const suite_criterion vulkan_criteria[] = {
     {VK_RMSNORM_BF16, BYTES_OVER_COPY, 0, 0.7, false},
     {VK_SOFTMAX_BF16, BYTES_OVER_COPY, 0, 0.7, false},
     {VK_ATTENTION, OVER_REFERENCE_RATE, 0, 0.0, false},
+    {VK_ATTENTION_CAUSAL, OVER_REFERENCE_RATE, 0, 0.0, true},
     {VK_F16_4096, OVER_REFERENCE_RATE, 0, 0.0, true},
 };
 #define VULKAN_CRITERIA (int)(sizeof vulkan_criteria / sizeof vulkan_criteria[0])

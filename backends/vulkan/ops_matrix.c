@@ -773,27 +773,47 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
 
 /* br query rows per workgroup, bc keys per block, head dims up to dp; tpr
  * invocations share rq rows (threads = br / rq * tpr). The GPU builds fix
- * bc at 32 (16 above dp 128): see attention.comp. */
+ * bc at 32 (16 above dp 128): see attention.comp. coopmat: f16 on
+ * cooperative matrices (attention_coopmat.comp), 4 subgroups of 32, 64 rows
+ * and 64 keys per step (rq, tpr unused). */
 typedef struct vulkan_attention_config {
   const char *name;
   uint32_t br, bc, dp, rq, tpr;
+  bool coopmat;
 } vulkan_attention_config;
 
 static const vulkan_attention_config attention_configs[] = {
-    {"flash_d32_q32_r4_t64", 32, 32, 32, 4, 8},     {"flash_d64_q32_r4_t64", 32, 32, 64, 4, 8},
-    {"flash_d64_q64_r4_t128", 64, 32, 64, 4, 8},    {"flash_d128_q32_r4_t64", 32, 32, 128, 4, 8},
-    {"flash_d128_q16_r2_t64", 16, 32, 128, 2, 8},   {"flash_d128_q32_r2_t128", 32, 32, 128, 2, 8},
-    {"flash_d256_q16_r4_t64", 16, 16, 256, 4, 16},  {"flash_d256_q8_r2_t64", 8, 16, 256, 2, 16},
-    {"flash_d256_q16_r2_t128", 16, 16, 256, 2, 16},
+    {"flash_d32_q32_r4_t64", 32, 32, 32, 4, 8, false},
+    {"flash_d64_q32_r4_t64", 32, 32, 64, 4, 8, false},
+    {"flash_d64_q64_r4_t128", 64, 32, 64, 4, 8, false},
+    {"flash_d128_q32_r4_t64", 32, 32, 128, 4, 8, false},
+    {"flash_d128_q16_r2_t64", 16, 32, 128, 2, 8, false},
+    {"flash_d128_q32_r2_t128", 32, 32, 128, 2, 8, false},
+    {"flash_d256_q16_r4_t64", 16, 16, 256, 4, 16, false},
+    {"flash_d256_q8_r2_t64", 8, 16, 256, 2, 16, false},
+    {"flash_d256_q16_r2_t128", 16, 16, 256, 2, 16, false},
+    {"coopmat_d64_q64", 64, 64, 64, 0, 0, true},
+    {"coopmat_d128_q64", 64, 64, 128, 0, 0, true},
 };
 enum { ATTENTION_CONFIGS = sizeof attention_configs / sizeof attention_configs[0] };
 
 static uint32_t attention_threads(const vulkan_attention_config *c) {
-  return c->br / c->rq * c->tpr;
+  return c->coopmat ? 128 : c->br / c->rq * c->tpr;
 }
 
 static uint32_t attention_shared_bytes(const vulkan_attention_config *c) {
+  /* coopmat: the staged f16 rows (padded by 8), then a 16 x bc f32 region
+   * per subgroup. */
+  if (c->coopmat)
+    return 2 * c->bc * (c->dp + 8) + 4 * 16 * c->bc * 4;
   return 4 * ((c->br + c->bc) * (c->dp + 4) + c->br * c->bc);
+}
+
+/* The coopmat attention: f16 on a device with the GEMM's 16x8x16 shape, and
+ * subgroup shuffles and votes (its scalar softmax pairs invocations). */
+static bool attention_coopmat_usable(const vulkan_device_props *p, const tsr_attention_args *a) {
+  return a->q.dtype == TSR_DTYPE_F16 && coopmat_route_of(p) != COOPMAT_NONE &&
+         p->subgroup_shuffle_vote;
 }
 
 static bool attention_problem_ok(const vulkan_device *device, const tsr_attention_args *a,
@@ -835,19 +855,36 @@ static tsr_status attention_variants(const vulkan_device *device, const tsr_atte
   /* lavapipe: the 64-invocation configs (fewer SIMD passes per barrier);
    * GPUs: 128 invocations and 32 rows where the head dim allows. */
   bool small_wg = cls == VULKAN_CLASS_LAVAPIPE;
+  bool coop = attention_coopmat_usable(p, a);
   const char *pick = NULL;
-  uint32_t picked_rows = 0;
+  uint32_t picked_rows = 0, coop_dp = 0;
   char description[160];
   out->count = 0;
   out->heuristic = 0;
   for (int i = 0; i < ATTENTION_CONFIGS; i++) {
     const vulkan_attention_config *c = &attention_configs[i];
     if (c->dp < dim || attention_threads(c) > p->max_workgroup_invocations ||
-        attention_shared_bytes(c) > p->shared_memory_bytes)
+        attention_shared_bytes(c) > p->shared_memory_bytes || (c->coopmat && !coop))
       continue;
     uint64_t groups = ((uint64_t)a->q.shape[1] + c->br - 1) / c->br;
     if (groups > p->max_workgroup_count[0])
       continue;
+    if (c->coopmat) {
+      snprintf(description, sizeof description,
+               "cooperative matrices (%s) 16x8x16 f16 -> f32: %u query rows x %u keys per step, "
+               "head dim <= %u, 4 subgroups of 32, %u B shared, lazily rescaled output",
+               coopmat_route_of(p) == COOPMAT_KHR ? "KHR" : "NV", c->br, c->bc, c->dp,
+               attention_shared_bytes(c));
+      /* The smallest head-dim capacity wins over every scalar config
+       * (H100, f16 D128: see bench/notes/vulkan-matrix.md). */
+      if (!coop_dp || c->dp < coop_dp) {
+        coop_dp = c->dp;
+        pick = c->name;
+        out->heuristic = (int32_t)out->count;
+      }
+      vulkan_put_variant(out, c->name, description);
+      continue;
+    }
     snprintf(description, sizeof description,
              "scalar online softmax: %u query rows x %u keys per step, head dim <= %u, %u rows "
              "per invocation, %u invocations, %u B shared",
@@ -856,7 +893,7 @@ static tsr_status attention_variants(const vulkan_device *device, const tsr_atte
      * q32_r2_t128 90.6 ms, q32_r4_t64 124.6 ms). */
     bool want = c->dp == dp &&
                 (small_wg ? attention_threads(c) == 64 : attention_threads(c) == 128 || !pick);
-    if (want && (!pick || c->br > picked_rows)) {
+    if (want && !coop_dp && (!pick || c->br > picked_rows)) {
       picked_rows = c->br;
       pick = c->name;
       out->heuristic = (int32_t)out->count;
@@ -868,10 +905,43 @@ static tsr_status attention_variants(const vulkan_device *device, const tsr_atte
     return TSR_ERROR_UNSUPPORTED;
   }
   snprintf(out->reason, sizeof out->reason,
-           "%s table: the smallest head-dim capacity (%u) for D = %lld, %s workgroups: %s",
-           vulkan_config_class_name(cls), dp, (long long)dim, small_wg ? "64-invocation" : "wide",
+           "%s table: %s, the smallest head-dim capacity for D = %lld, %s: %s",
+           vulkan_config_class_name(cls), coop_dp ? "f16 on cooperative matrices" : "scalar",
+           (long long)dim,
+           coop_dp    ? "64 rows"
+           : small_wg ? "64-invocation workgroups"
+                      : "wide workgroups",
            out->variants[out->heuristic].name);
   return TSR_OK;
+}
+
+/* The coopmat build: 16-byte staging loads where dim is the build's head dim
+ * and every start and stride of q, k and v is a multiple of 8 elements. */
+static tsr_status attention_coopmat_run(vulkan_queue *queue, const vulkan_attention_config *c,
+                                        const tsr_attention_args *a, const vulkan_binding *bind,
+                                        const uint32_t *first, const vulkan_attention_push *push) {
+  vulkan_device *device = queue->device;
+  const vulkan_device_props *props = device->props;
+  const vulkan_attention_view *views[3] = {&push->q, &push->k, &push->v};
+  uint32_t vec = push->dim == c->dp;
+  for (int i = 0; i < 3; i++)
+    vec = vec && first[i] % 8 == 0 && views[i]->s0 % 8 == 0 && views[i]->s1 % 8 == 0 &&
+          views[i]->s2 % 8 == 0;
+  char name[48];
+  snprintf(name, sizeof name, "attention_coopmat_f16_d%u", c->dp);
+  uint32_t spec[1] = {vec};
+  const vulkan_pipeline *pipeline = NULL;
+  tsr_status status;
+  if (coopmat_route_of(props) == COOPMAT_KHR && !getenv("TESSERA_VULKAN_COOPMAT_NV"))
+    status = matrix_pipeline_khr(device, name, spec, 1, &pipeline);
+  else
+    status = vulkan_pipeline_get(device, name, spec, 1,
+                                 props->subgroup_min != props->subgroup_max ? 32 : 0, &pipeline);
+  if (status != TSR_OK)
+    return status;
+  return vulkan_dispatch(queue, pipeline, bind, 5, push, sizeof *push,
+                         (uint32_t)((a->q.shape[1] + c->br - 1) / c->br), (uint32_t)a->q.shape[2],
+                         (uint32_t)a->q.shape[0]);
 }
 
 /* A window as the shader takes it: -1 when unbounded, or wide enough that
@@ -944,6 +1014,8 @@ tsr_status vulkan_run_attention(vulkan_queue *queue, const tsr_attention_args *a
   push.scale_log2 = (float)((double)a->scale * 1.4426950408889634);
 
   char name[48];
+  if (c->coopmat)
+    return attention_coopmat_run(queue, c, a, bind, first, &push);
   /* CPU implementations compile the rolled build (see attention.comp). */
   if (device->props->type == VK_PHYSICAL_DEVICE_TYPE_CPU)
     snprintf(name, sizeof name, "attention_%s_rolled", dtype_name(a->q.dtype));

@@ -262,6 +262,9 @@ static bool read_device(vulkan_plugin *plugin, VkPhysicalDevice physical, vulkan
   p->subgroup_size = subgroup.subgroupSize ? subgroup.subgroupSize : 1;
   p->subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  p->subgroup_shuffle_vote = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                             (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
+                             (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
   p->subgroup_min =
       size_control && sizes.minSubgroupSize ? sizes.minSubgroupSize : p->subgroup_size;
   p->subgroup_max =

@@ -94,8 +94,9 @@ typedef struct vulkan_device_props {
   /* Limits and capabilities the shaders and tile tables care about. */
   uint32_t subgroup_size, subgroup_min, subgroup_max; /* min/max from size control */
   bool subgroup_arithmetic;                           /* subgroupAdd etc. in compute */
-  bool subgroup_size_control;                         /* requiredSubgroupSize usable */
-  uint32_t shared_memory_bytes;                       /* maxComputeSharedMemorySize */
+  bool subgroup_shuffle_vote;   /* subgroupShuffleXor and subgroupAny in compute */
+  bool subgroup_size_control;   /* requiredSubgroupSize usable */
+  uint32_t shared_memory_bytes; /* maxComputeSharedMemorySize */
   uint32_t max_workgroup_invocations;
   uint32_t max_workgroup_count[3];
   uint64_t max_storage_range; /* maxStorageBufferRange */

@@ -6,6 +6,10 @@
 //   SH_UVEC4   0: the shared tile is float16_t[]; 1: uvec4[] (the GEMM's type,
 //              offsets and strides then count 16-byte units)
 //   B_COLMAJOR 1: B fragments loaded column-major (B stored [n][k])
+//   SRC_GLOBAL 1: the fragments come from the workgroup's own 8 KiB of the
+//              storage buffer (L1-resident after the first pass) instead of
+//              shared memory; needs SH_UVEC4 1. Its contents are whatever the
+//              buffer holds: the timing does not depend on the values.
 // FLOP per workgroup and iteration: 32 * 4096 * 4 subgroups = 524288.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -19,10 +23,14 @@
 #ifndef B_COLMAJOR
 #define B_COLMAJOR 0
 #endif
+#ifndef SRC_GLOBAL
+#define SRC_GLOBAL 0
+#endif
 
 layout(local_size_x = 128) in;
 layout(push_constant) uniform Push { uint iters; };
 layout(set = 0, binding = 0) writeonly buffer Out { float data[]; } outbuf;
+layout(set = 0, binding = 0) readonly buffer In { uvec4 data[]; } inbuf;
 
 // A: 64 rows of 32 k (+8 padding halfs); B: 32 k rows of 64 n (+8), or,
 // column-major, 64 n rows of 32 k (+8). Lengths in halfs.
@@ -52,6 +60,14 @@ void main() {
 #endif
   barrier();
 
+#if SRC_GLOBAL
+  const uint src_base = gl_WorkGroupID.x * 4096u; // the slice, in uvec4s
+#define SRC inbuf.data
+#define AT(h) (src_base + UNIT(h))
+#else
+#define SRC tile
+#define AT(h) UNIT(h)
+#endif
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[32];
   [[unroll]] for (uint t = 0u; t < 32u; t++)
     acc[t] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
@@ -60,12 +76,12 @@ void main() {
   for (uint it = 0u; it < iters; it++) {
     uint kk = (it & 1u) * 16u; // alternate k halves: the loads cannot be hoisted
     [[unroll]] for (uint i = 0u; i < 4u; i++)
-      coopMatLoadNV(fa[i], tile, UNIT(i * 16u * A_LINE + kk), UNIT(A_LINE), false);
+      coopMatLoadNV(fa[i], SRC, AT(i * 16u * A_LINE + kk), UNIT(A_LINE), false);
     [[unroll]] for (uint j = 0u; j < 8u; j++) {
       if (B_COLMAJOR != 0)
-        coopMatLoadNV(fb[j], tile, UNIT(B_OFF + j * 8u * B_LINE + kk), UNIT(B_LINE), true);
+        coopMatLoadNV(fb[j], SRC, AT(B_OFF + j * 8u * B_LINE + kk), UNIT(B_LINE), true);
       else
-        coopMatLoadNV(fb[j], tile, UNIT(B_OFF + kk * B_LINE + j * 8u), UNIT(B_LINE), false);
+        coopMatLoadNV(fb[j], SRC, AT(B_OFF + kk * B_LINE + j * 8u), UNIT(B_LINE), false);
     }
     [[unroll]] for (uint i = 0u; i < 4u; i++)
       [[unroll]] for (uint j = 0u; j < 8u; j++)
