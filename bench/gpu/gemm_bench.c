@@ -10,6 +10,8 @@
  *
  * usage: gemm_bench gemm M N K [variant...]      ("heuristic": the default pick)
  *        gemm_bench grouped G T N K [variant...]     (no variant: heuristic)
+ *        gemm_bench copy MIB...   (tsr_buffer_copy of MIB MiB, timed alike: what
+ *                                  a transfer of that size reaches per call)
  * env: GEMM_DTYPE = bf16 (default), f16, f32 (strict) or tf32 (f32 inputs,
  *      TSR_COMPUTE_TF32); GEMM_TRANS_B = 1: B stored [N][K] (plain GEMM).
  * prints: <case> <variant> <single ms> <TFLOP/s> <queued ms> <TFLOP/s> */
@@ -79,9 +81,13 @@ typedef struct problem {
   bool grouped;
   tsr_tensor a[2], b[2], d;
   int64_t *sizes, groups;
+  tsr_buffer *src[2], *dst[2]; /* copy mode: copy_bytes from src to dst */
+  size_t copy_bytes;
 } problem;
 
 static tsr_status run_once(tsr_queue *queue, const problem *p, int set, const char *variant) {
+  if (p->copy_bytes)
+    return tsr_buffer_copy(queue, p->src[set], 0, p->dst[set], 0, p->copy_bytes);
   if (p->grouped) {
     tsr_grouped_gemm_desc desc = TSR_GROUPED_GEMM_DESC_INIT;
     desc.a = p->a[set];
@@ -129,11 +135,41 @@ static double time_calls(tsr_queue *queue, const problem *p, const char *variant
   return times[REPEAT / 2];
 }
 
+/* gemm_bench copy MIB...: per size, single and queued ms and GB/s (read +
+ * write). */
+static int copy_mode(tsr_device *device, tsr_queue *queue, int argc, char **argv) {
+  for (int i = 2; i < argc; i++) {
+    problem p;
+    memset(&p, 0, sizeof p);
+    p.copy_bytes = (size_t)atoll(argv[i]) << 20;
+    for (int s = 0; s < 2; s++)
+      if (tsr_buffer_create(device, p.copy_bytes, &p.src[s]) != TSR_OK ||
+          tsr_buffer_create(device, p.copy_bytes, &p.dst[s]) != TSR_OK) {
+        fprintf(stderr, "copy buffers: %s\n", tsr_last_error());
+        return 1;
+      }
+    double single = time_calls(queue, &p, "copy", 1);
+    double queued = time_calls(queue, &p, "copy", QUEUED);
+    double bytes = 2.0 * (double)p.copy_bytes;
+    printf("copy_%sMiB\tcopy\t%.4f\t%.1f GB/s\t%.4f\t%.1f GB/s\n", argv[i], single,
+           bytes / (single * 1e-3) / 1e9, queued, bytes / (queued * 1e-3) / 1e9);
+    fflush(stdout);
+    for (int s = 0; s < 2; s++) {
+      tsr_buffer_destroy(p.src[s]);
+      tsr_buffer_destroy(p.dst[s]);
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   bool grouped = argc > 1 && strcmp(argv[1], "grouped") == 0;
+  bool copy = argc > 2 && strcmp(argv[1], "copy") == 0;
   int sizes_given = grouped ? 4 : 3;
-  if (argc < 2 + sizes_given || (!grouped && strcmp(argv[1], "gemm") != 0)) {
-    fprintf(stderr, "usage: %s gemm M N K [variant...] | grouped G T N K [variant...]\n", argv[0]);
+  if (!copy && (argc < 2 + sizes_given || (!grouped && strcmp(argv[1], "gemm") != 0))) {
+    fprintf(stderr,
+            "usage: %s gemm M N K [variant...] | grouped G T N K [variant...] | copy MIB...\n",
+            argv[0]);
     return 2;
   }
   const char *dtype_name = getenv("GEMM_DTYPE") ? getenv("GEMM_DTYPE") : "bf16";
@@ -154,6 +190,12 @@ int main(int argc, char **argv) {
       tsr_queue_create(device, &queue) != TSR_OK) {
     fprintf(stderr, "cuda:0: %s\n", tsr_last_error());
     return 1;
+  }
+  if (copy) {
+    int status = copy_mode(device, queue, argc, argv);
+    tsr_queue_destroy(queue);
+    tsr_context_destroy(context);
+    return status;
   }
   problem p;
   memset(&p, 0, sizeof p);
