@@ -284,6 +284,10 @@ int main(void) {
       /* More tiles than SMs: each persistent block walks several, its
        * stage ring wrapping across tiles. */
       gemm_case(&p, dt, false, 2, 2056, 2048, 136, false, false, true);
+      /* Several tiles a block and K much deeper than the stage ring: the
+       * second tile's first slice is many ring laps after the first's (the
+       * ping-pong config's consumers take turns there). */
+      gemm_case(&p, dt, false, 1, 2048, 2304, 1088, false, true, false);
     }
     if (!tf32) {
       /* Decode (M <= 16, 16-byte rows): both B layouts, K and N tails, rows
