@@ -171,6 +171,67 @@ __attribute__((target("avx512f,avx512bf16"))) static float loop_avx512_bf16(int6
 #endif
 
 /* ------------------------------------------------------------------------ */
+/* Reading memory                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Sums `bytes` (a multiple of 128) at `p` as two streams, the halves, 64
+ * bytes of each per step, prefetching 2 KiB ahead into L1; the sum keeps
+ * the loads alive. */
+typedef float (*read_loop)(const unsigned char *p, size_t bytes);
+
+enum { READ_PREFETCH_BYTES = 2048 };
+
+static float read_generic(const unsigned char *p, size_t bytes) {
+  const size_t half = bytes / 2;
+  uint64_t sum[2][8] = {{0}};
+  for (size_t at = 0; at < half; at += 64)
+    for (int s = 0; s < 2; s++) {
+      const unsigned char *line = p + (size_t)s * half + at;
+      for (int w = 0; w < 8; w++) {
+        uint64_t word;
+        memcpy(&word, line + 8 * w, 8);
+        sum[s][w] += word;
+      }
+    }
+  uint64_t total = 0;
+  for (int s = 0; s < 2; s++)
+    for (int w = 0; w < 8; w++)
+      total += sum[s][w];
+  return (float)(total & 0xffff);
+}
+
+#if CALIBRATE_X86
+__attribute__((target("avx2"))) static float read_avx2(const unsigned char *p, size_t bytes) {
+  const size_t half = bytes / 2;
+  __m256i sum[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                    _mm256_setzero_si256()};
+  for (size_t at = 0; at < half; at += 64)
+    for (int s = 0; s < 2; s++) {
+      const unsigned char *line = p + (size_t)s * half + at;
+      _mm_prefetch((const char *)line + READ_PREFETCH_BYTES, _MM_HINT_T0);
+      sum[2 * s] = _mm256_add_epi64(sum[2 * s], _mm256_loadu_si256((const __m256i *)line));
+      sum[2 * s + 1] =
+          _mm256_add_epi64(sum[2 * s + 1], _mm256_loadu_si256((const __m256i *)(line + 32)));
+    }
+  __m256i total =
+      _mm256_add_epi64(_mm256_add_epi64(sum[0], sum[1]), _mm256_add_epi64(sum[2], sum[3]));
+  return (float)(_mm256_extract_epi64(total, 0) & 0xffff);
+}
+
+__attribute__((target("avx512f"))) static float read_avx512(const unsigned char *p, size_t bytes) {
+  const size_t half = bytes / 2;
+  __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (size_t at = 0; at < half; at += 64)
+    for (int s = 0; s < 2; s++) {
+      const unsigned char *line = p + (size_t)s * half + at;
+      _mm_prefetch((const char *)line + READ_PREFETCH_BYTES, _MM_HINT_T0);
+      sum[s] = _mm512_add_epi64(sum[s], _mm512_loadu_si512(line));
+    }
+  return (float)(_mm512_reduce_add_epi64(_mm512_add_epi64(sum[0], sum[1])) & 0xffff);
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
 /* Running a loop on several threads                                         */
 /* ------------------------------------------------------------------------ */
 
@@ -186,9 +247,12 @@ typedef struct start_signal {
 } start_signal;
 
 typedef struct loop_thread {
-  throughput_loop loop;
+  throughput_loop loop; /* NULL: read `bytes` at `data` with `read` instead */
   int64_t iterations;
   float seed;
+  read_loop read;
+  const unsigned char *data;
+  size_t bytes;
   start_signal *start;
   double began, ended;
   float result;
@@ -204,14 +268,17 @@ static void *loop_thread_main(void *arg) {
   if (abandon)
     return NULL;
   t->began = now_seconds();
-  t->result = t->loop(t->iterations, t->seed);
+  t->result = t->loop ? t->loop(t->iterations, t->seed) : t->read(t->data, t->bytes);
   t->ended = now_seconds();
   return NULL;
 }
 
-/* Wall seconds for `threads` threads each running `iterations`, from the
- * earliest start to the latest end; NaN when threads cannot be started. */
-static double run_on_threads(throughput_loop loop, int64_t iterations, int threads) {
+/* Wall seconds for `threads` threads each running `iterations` of `loop`
+ * (or, without one, `read` over its share of `bytes` at `data`: contiguous
+ * shares, multiples of 128 bytes), from the earliest start to the latest
+ * end; NaN when threads cannot be started. */
+static double run_on_threads(throughput_loop loop, int64_t iterations, read_loop read,
+                             const unsigned char *data, size_t bytes, int threads) {
   loop_thread *state = calloc((size_t)threads, sizeof *state);
   pthread_t *ids = calloc((size_t)threads, sizeof *ids);
   if (state == NULL || ids == NULL) {
@@ -222,8 +289,17 @@ static double run_on_threads(throughput_loop loop, int64_t iterations, int threa
   start_signal start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
   int started = 0;
   for (; started < threads; started++) {
-    state[started] =
-        (loop_thread){loop, iterations, 1.0f + 0.01f * (float)started, &start, 0, 0, 0};
+    size_t share = bytes / (size_t)threads / 128 * 128;
+    state[started] = (loop_thread){loop,
+                                   iterations,
+                                   1.0f + 0.01f * (float)started,
+                                   read,
+                                   data ? data + (size_t)started * share : NULL,
+                                   share,
+                                   &start,
+                                   0,
+                                   0,
+                                   0};
     if (pthread_create(&ids[started], NULL, loop_thread_main, &state[started]) != 0)
       break;
   }
@@ -275,7 +351,7 @@ static void measure_peak(throughput_loop loop, double flops_per_iteration, const
   double rates[32];
   int count = 0;
   for (int r = 0; r < repeats; r++) {
-    double elapsed = run_on_threads(loop, iterations, threads);
+    double elapsed = run_on_threads(loop, iterations, NULL, NULL, 0, threads);
     if (isfinite(elapsed) && elapsed > 0.0)
       rates[count++] = flops_per_iteration * (double)iterations * threads / elapsed / 1e9;
   }
@@ -318,4 +394,23 @@ void measure_bf16_dot_peak(int threads, double seconds, int repeats, host_peak *
   (void)seconds;
   (void)repeats;
 #endif
+}
+
+double measure_read_bandwidth(const void *data, size_t bytes, int threads) {
+  if (threads < 1)
+    threads = 1;
+  size_t share = bytes / (size_t)threads / 128 * 128;
+  if (data == NULL || share == 0)
+    return NAN;
+  read_loop read = read_generic;
+#if CALIBRATE_X86
+  host_cpu_features features;
+  host_cpu_detect(&features);
+  if (features.avx512f)
+    read = read_avx512;
+  else if (features.avx2)
+    read = read_avx2;
+#endif
+  double elapsed = run_on_threads(NULL, 0, read, data, bytes, threads);
+  return isfinite(elapsed) && elapsed > 0.0 ? (double)share * threads / elapsed / 1e9 : NAN;
 }

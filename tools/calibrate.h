@@ -7,6 +7,7 @@
 #define TESSERA_TOOLS_CALIBRATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 typedef struct host_cpu_features {
   bool fma;         /* FMA3 with AVX state enabled by the OS */
@@ -37,5 +38,14 @@ void measure_fma_peak(int threads, double seconds, int repeats, host_peak *peak)
  * products and their sum per lane, 4 operations); NaN when the CPU or OS
  * lacks AVX512_BF16. */
 void measure_bf16_dot_peak(int threads, double seconds, int repeats, host_peak *peak);
+
+/* Read-only memory bandwidth (GB/s) of one pass over `bytes` at `data` on
+ * `threads` threads, each summing its contiguous share with the widest
+ * vector loads present, as two sequential streams with a software prefetch
+ * ahead (the pattern that read fastest on the development VM); NaN when the
+ * threads cannot be started. Rows that only read (GEMV weights) are bounded
+ * by it, which on some machines is well under the copy rate (a copy's
+ * streaming stores do not hold the read buffers its loads need). */
+double measure_read_bandwidth(const void *data, size_t bytes, int threads);
 
 #endif /* TESSERA_TOOLS_CALIBRATE_H */

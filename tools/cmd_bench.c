@@ -43,8 +43,9 @@ typedef struct device_calibration {
   double copy_gbs; /* NaN when not measured */
   size_t copy_bytes;
   int copy_runs;
-  host_peak fma;  /* CPUs only; gflops NaN otherwise */
-  host_peak bf16; /* CPUs with AVX512_BF16 only */
+  double read_gbs; /* CPUs: read-only bandwidth of the copy buffer; else NaN */
+  host_peak fma;   /* CPUs only; gflops NaN otherwise */
+  host_peak bf16;  /* CPUs with AVX512_BF16 only */
   int peak_repeats;
   /* Cores other processes used during each measurement (NaN: unknown). */
   double copy_others, fma_others, bf16_others;
@@ -64,6 +65,7 @@ typedef struct bench_row {
   char openblas_error[OPENBLAS_VARIANT_COUNT][256];
   double others_load; /* cores used by other processes while timed (worst window) */
   double copy_gbs;    /* rows bound by memory: copies timed around the row; else NaN */
+  double read_gbs;    /* the same on CPUs: read-only passes around the row; else NaN */
   double cublaslt_ms; /* cuBLASLt on the same buffers (grouped: a loop of calls); NaN: not timed */
   double cublaslt_difference; /* ||D_lt - D|| / ||D|| */
   int runs;
@@ -467,6 +469,8 @@ typedef struct copy_probe {
   tsr_queue *queue;
   tsr_buffer *src, *dst;
   size_t bytes;
+  const void *host; /* CPU devices: src mapped, for read-only passes; else NULL */
+  int threads;
 } copy_probe;
 
 static void copy_probe_destroy(copy_probe *probe) {
@@ -537,6 +541,16 @@ static bool copy_probe_time(copy_probe *probe, int runs, double *samples, int *c
   return status == TSR_OK;
 }
 
+/* Read-only passes over the copy source on the host (CPU devices), GB/s
+ * each; nothing where the buffer is not mapped. */
+static void read_probe_time(const copy_probe *probe, int runs, double *samples, int *count) {
+  for (int i = 0; i < runs && probe->host != NULL; i++) {
+    double gbs = measure_read_bandwidth(probe->host, probe->bytes, probe->threads);
+    if (isfinite(gbs))
+      samples[(*count)++] = gbs;
+  }
+}
+
 /* GB/s (read + write) of the median of `count` copy times. */
 static double copy_gbs_of(const copy_probe *probe, double *samples, int count) {
   return count > 0 ? 2.0 * (double)probe->bytes / (median(samples, count) * 1e-3) / 1e9 : NAN;
@@ -546,11 +560,12 @@ static void calibrate_device(tsr_device *device, const tsr_device_info *info, ts
                              const bench_options *o, copy_probe *copy, device_calibration *cal) {
   memset(cal, 0, sizeof *cal);
   snprintf(cal->device, sizeof cal->device, "%s", info->selector);
-  snprintf(cal->name, sizeof cal->name, "%s", info->name);
+  snprintf(cal->name, sizeof cal->name, "%.*s", (int)sizeof cal->name - 1, info->name);
   cal->is_cpu = info->type == TSR_DEVICE_CPU;
   cal->threads = (int)(info->compute_units ? info->compute_units : 1);
   cal->fma.gflops = NAN;
   cal->bf16.gflops = NAN;
+  cal->read_gbs = NAN;
   cal->copy_others = cal->fma_others = cal->bf16_others = NAN;
 
   progress_update("bench %s: copy bandwidth", info->selector);
@@ -563,6 +578,15 @@ static void calibrate_device(tsr_device *device, const tsr_device_info *info, ts
     cal->copy_bytes = copy->bytes;
     cal->copy_runs = count;
     cal->copy_gbs = copy_gbs_of(copy, samples, count);
+    void *host = NULL;
+    if (cal->is_cpu && tsr_buffer_map(copy->src, &host) == TSR_OK) {
+      copy->host = host;
+      copy->threads = cal->threads;
+      double reads[16];
+      int read_count = 0;
+      read_probe_time(copy, o->short_run ? 3 : 9, reads, &read_count);
+      cal->read_gbs = read_count > 0 ? median(reads, read_count) : NAN;
+    }
   }
   cal->copy_others = load_others_since(&mark);
   progress_clear();
@@ -570,6 +594,11 @@ static void calibrate_device(tsr_device *device, const tsr_device_info *info, ts
     printf("  copy:       %.1f GB/s (read + write; tsr_buffer_copy of %zu MiB, median of %d; "
            "others %.2f)\n",
            cal->copy_gbs, cal->copy_bytes >> 20, cal->copy_runs, cal->copy_others);
+  if (isfinite(cal->read_gbs))
+    printf("  read:       %.1f GB/s (read only: %d threads sum the copy source, two streams each, "
+           "median of %d; what a plain read reaches, beside which rows that only read, such as "
+           "GEMV weights, can be seen)\n",
+           cal->read_gbs, cal->threads, o->short_run ? 3 : 9);
   if (!cal->is_cpu) {
     printf("  arithmetic peak: not measured for %s devices (compute rows show no fraction)\n",
            info->backend);
@@ -704,6 +733,7 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
   row->peak_fraction = NAN;
   row->others_load = NAN;
   row->copy_gbs = NAN;
+  row->read_gbs = NAN;
   row->cublaslt_ms = NAN;
   row->cublaslt_difference = NAN;
   for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
@@ -744,10 +774,12 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
   /* A row bound by memory is compared with copies timed just before and
    * just after it (median of both). */
   bool bracket = judged && !compute_bound && copy->src != NULL;
-  double copy_samples[16];
-  int copy_count = 0, copy_runs = o->short_run ? 2 : 4;
-  if (!row->failed && bracket)
+  double copy_samples[16], read_samples[16];
+  int copy_count = 0, read_count = 0, copy_runs = o->short_run ? 2 : 4;
+  if (!row->failed && bracket) {
     copy_probe_time(copy, copy_runs, copy_samples, &copy_count);
+    read_probe_time(copy, copy_runs, read_samples, &read_count);
+  }
   if (!row->failed) {
     load_mark mark;
     load_mark_now(&mark);
@@ -755,8 +787,10 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
     note_load(row, load_others_since(&mark));
   }
   if (!row->failed && bracket) {
+    read_probe_time(copy, copy_runs, read_samples, &read_count);
     copy_probe_time(copy, copy_runs, copy_samples, &copy_count);
     row->copy_gbs = copy_gbs_of(copy, copy_samples, copy_count);
+    row->read_gbs = read_count > 0 ? median(read_samples, read_count) : NAN;
   }
   if (!row->failed) {
     row->gflops = flops / (row->ms * 1e-3) / 1e9;
@@ -863,7 +897,9 @@ static void print_legend(void) {
          "allows the longer least time binds).\n"
          "copy: for rows bound by memory, the copy bandwidth (GB/s) timed just before and after "
          "the row (median), which 'of peak' and the criteria use: a shared host's memory "
-         "bandwidth drifts.\n"
+         "bandwidth drifts; on CPUs read-only passes over the same buffer are timed there too "
+         "(JSON read_gbs_around: what a plain two-stream read reached, for rows that only "
+         "read).\n"
          "OB-inst / OB-SKX / OB-PSC: OpenBLAS cblas_sgemm as installed / with "
          "OPENBLAS_CORETYPE=SkylakeX / with OPENBLAS_CORETYPE=Prescott, on the same inputs with "
          "the same thread count; x = OpenBLAS time / tessera time (> 1: tessera is faster).\n"
@@ -952,6 +988,8 @@ static bool write_bench_json(const char *path, const bench_options *o, const ben
     fprintf(f, ", \"threads\": %d, \"copy_gbs\": ", c->threads);
     json_number(f, c->copy_gbs);
     fprintf(f, ", \"copy_bytes\": %zu, \"copy_runs\": %d", c->copy_bytes, c->copy_runs);
+    fprintf(f, ", \"read_gbs\": ");
+    json_number(f, c->read_gbs);
     fprintf(f, ", \"copy_others_load\": ");
     json_number(f, c->copy_others);
     json_host_peak(f, "fma_peak", &c->fma, c->fma_others);
@@ -990,6 +1028,8 @@ static bool write_bench_json(const char *path, const bench_options *o, const ben
     json_number(f, r->others_load);
     fprintf(f, ", \"copy_gbs_around\": ");
     json_number(f, r->copy_gbs);
+    fprintf(f, ", \"read_gbs_around\": ");
+    json_number(f, r->read_gbs);
     fprintf(f, ", \"peak_fraction\": ");
     json_number(f, r->peak_fraction);
     fprintf(f, ", \"peak\": ");
@@ -1171,8 +1211,8 @@ int cmd_bench(int argc, char **argv) {
     bench_row *device_rows = &rows[(size_t)d * (size_t)spec_count];
     bool *device_present = &present[(size_t)d * (size_t)spec_count];
     snprintf(cal->device, sizeof cal->device, "%s", info->selector);
-    snprintf(cal->name, sizeof cal->name, "%s", info->name);
-    cal->copy_gbs = cal->fma.gflops = cal->bf16.gflops = NAN;
+    snprintf(cal->name, sizeof cal->name, "%.*s", (int)sizeof cal->name - 1, info->name);
+    cal->copy_gbs = cal->read_gbs = cal->fma.gflops = cal->bf16.gflops = NAN;
     cal->copy_others = cal->fma_others = cal->bf16_others = NAN;
     printf("%s%s (%s, %u compute units)\n", d ? "\n" : "", info->selector, info->name,
            info->compute_units);
