@@ -60,50 +60,35 @@ bool timing_warm_up(const timing_plan *plan, int set_count, bool (*run)(void *co
   }
 }
 
-typedef struct problem_warm_up {
-  problem *sets;
-  int set_count;
-  tsr_queue *queue;
-  const char *variant;
-  tsr_status status;
-} problem_warm_up;
-
-static bool warm_up_run(void *context, int i) {
-  problem_warm_up *w = context;
-  w->status = problem_run(&w->sets[i % w->set_count], w->queue, w->variant);
-  if (w->status != TSR_OK)
-    cli_api_error(tsr_op_name(w->sets[0].spec.op), w->status);
-  return w->status == TSR_OK;
-}
-
-static bool warm_up_finish(void *context) {
-  problem_warm_up *w = context;
-  w->status = tsr_queue_finish(w->queue);
-  if (w->status != TSR_OK)
-    cli_api_error("tsr_queue_finish", w->status);
-  return w->status == TSR_OK;
-}
-
-/* time_problem's timing_ops: tessera events in slots. */
-typedef struct problem_sampler {
+/* time_problem's warm-up and timed runs (timing_warm_up, timing_ops):
+ * tessera's runs, and its events in slots. */
+typedef struct problem_runner {
   problem *sets;
   int set_count;
   tsr_queue *queue;
   const char *variant;
   tsr_event *events[2 * TIMING_BATCH];
   tsr_status status;
-} problem_sampler;
+} problem_runner;
 
-static bool sampler_run(void *context, int i) {
-  problem_sampler *s = context;
-  s->status = problem_run(&s->sets[i % s->set_count], s->queue, s->variant);
-  if (s->status != TSR_OK)
-    cli_api_error(tsr_op_name(s->sets[0].spec.op), s->status);
-  return s->status == TSR_OK;
+static bool runner_run(void *context, int i) {
+  problem_runner *r = context;
+  r->status = problem_run(&r->sets[i % r->set_count], r->queue, r->variant);
+  if (r->status != TSR_OK)
+    cli_api_error(tsr_op_name(r->sets[0].spec.op), r->status);
+  return r->status == TSR_OK;
 }
 
-static bool sampler_record(void *context, int slot) {
-  problem_sampler *s = context;
+static bool runner_finish(void *context) {
+  problem_runner *r = context;
+  r->status = tsr_queue_finish(r->queue);
+  if (r->status != TSR_OK)
+    cli_api_error("tsr_queue_finish", r->status);
+  return r->status == TSR_OK;
+}
+
+static bool runner_record(void *context, int slot) {
+  problem_runner *s = context;
   tsr_event_destroy(s->events[slot]);
   s->events[slot] = NULL;
   s->status = tsr_event_record(s->queue, &s->events[slot]);
@@ -112,8 +97,8 @@ static bool sampler_record(void *context, int slot) {
   return s->status == TSR_OK;
 }
 
-static bool sampler_elapsed(void *context, int from, int to, double *ms) {
-  problem_sampler *s = context;
+static bool runner_elapsed(void *context, int from, int to, double *ms) {
+  problem_runner *s = context;
   s->status = tsr_event_wait(s->events[to]);
   if (s->status == TSR_OK)
     s->status = tsr_event_elapsed_ms(s->events[from], s->events[to], ms);
@@ -124,25 +109,21 @@ static bool sampler_elapsed(void *context, int from, int to, double *ms) {
 
 tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const char *variant,
                         const timing_plan *plan, double *median_ms, int *runs) {
-  problem_warm_up warm = {sets, set_count, queue, variant, TSR_OK};
-  if (!timing_warm_up(plan, set_count, warm_up_run, warm_up_finish, &warm))
-    return warm.status;
-  problem_sampler sampler = {sets, set_count, queue, variant, {NULL}, TSR_OK};
-  timing_ops ops = {&sampler, sampler_run, sampler_record, sampler_elapsed};
+  problem_runner runner = {sets, set_count, queue, variant, {NULL}, TSR_OK};
+  if (!timing_warm_up(plan, set_count, runner_run, runner_finish, &runner))
+    return runner.status;
+  timing_ops ops = {&runner, runner_run, runner_record, runner_elapsed};
   double samples[TIMING_MAX_SAMPLES];
   int count = 0;
   bool sampled = timing_sample(plan, set_count, &ops, samples, &count);
   for (int i = 0; i < 2 * TIMING_BATCH; i++)
-    tsr_event_destroy(sampler.events[i]);
+    tsr_event_destroy(runner.events[i]);
   if (!sampled)
-    return sampler.status;
+    return runner.status;
   /* A deferred kernel error surfaces at finish: a timing of failed runs is
    * no timing. */
-  tsr_status status = tsr_queue_finish(queue);
-  if (status != TSR_OK) {
-    cli_api_error("tsr_queue_finish", status);
-    return status;
-  }
+  if (!runner_finish(&runner))
+    return runner.status;
   *median_ms = median(samples, count);
   if (runs != NULL)
     *runs = count;
