@@ -227,7 +227,12 @@ __attribute__((target("avx512f"))) static float read_avx512(const unsigned char 
       _mm_prefetch((const char *)line + READ_PREFETCH_BYTES, _MM_HINT_T0);
       sum[s] = _mm512_add_epi64(sum[s], _mm512_loadu_si512(line));
     }
-  return (float)(_mm512_reduce_add_epi64(_mm512_add_epi64(sum[0], sum[1])) & 0xffff);
+  /* Unsigned lanes: _mm512_reduce_add_epi64 adds as signed (UBSan). */
+  uint64_t lanes[8], total = 0;
+  _mm512_storeu_si512(lanes, _mm512_add_epi64(sum[0], sum[1]));
+  for (int i = 0; i < 8; i++)
+    total += lanes[i];
+  return (float)(total & 0xffff);
 }
 #endif
 
