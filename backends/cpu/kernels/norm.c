@@ -76,6 +76,15 @@ typedef struct row_kernels {
   /* returns the sum of e^(x - shift); *next_max = the max of next */
   double (*xe_step)(const float *x, float shift, int64_t count, const float *next, float *next_max,
                     const row_ahead *ahead);
+
+  /* 16-bit rows (f16 or bf16 `dtype`, unit stride), converted in registers
+   * instead of through f32 scratch: RMSNorm without a residual. NULL where a
+   * level has none. rms16_step: y = x * factor * weight (weight f32, NULL:
+   * 1) stored as dtype, and for next (NULL: none) the sum of its squares
+   * (returned; next NULL and y NULL: the sum of x's squares). */
+  double (*rms16_step)(uint16_t *y, const uint16_t *x, float factor, const float *weight,
+                       int64_t count, int stream, const uint16_t *next, int32_t dtype,
+                       const row_ahead *ahead);
 } row_kernels;
 
 /* ---- plain C ---- */
@@ -758,6 +767,42 @@ TARGET_AVX512 static double xe_step_avx512(const float *x, float shift, int64_t 
   return total;
 }
 
+/* See row_kernels.rms16_step. Both rows are read as 16-lane 16-bit loads
+ * widened in registers, and y's vectors are streamed when they fill an
+ * aligned 32 bytes: the next row is read in the same loop that writes y, as
+ * a copy reads and writes (the f32 rows' fused step, without scratch). */
+TARGET_AVX512 static double rms16_step_avx512(uint16_t *y, const uint16_t *x, float factor,
+                                              const float *weight, int64_t count, int stream,
+                                              const uint16_t *next, int32_t dtype,
+                                              const row_ahead *ahead) {
+  __m512d low = _mm512_setzero_pd(), high = low;
+  const __m512 f = _mm512_set1_ps(factor);
+  const uint16_t *squared = y ? next : x;
+  for (int64_t i = 0; i < count; i += 16) {
+    prefetch_ahead(ahead, i);
+    __mmask16 m = lanes_avx512(count - i);
+    if (squared) {
+      __m512 n = load16_half_avx512(squared + i, dtype, m);
+      __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(n));
+      __m512d d1 =
+          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(n), 1)));
+      low = _mm512_fmadd_pd(d0, d0, low);
+      high = _mm512_fmadd_pd(d1, d1, high);
+    }
+    if (!y)
+      continue;
+    __m512 v = _mm512_mul_ps(load16_half_avx512(x + i, dtype, m), f);
+    if (weight)
+      v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i));
+    __m256i h = to_half16_avx512(v, dtype);
+    if (stream && m == 0xffff && ((uintptr_t)(y + i) & 31u) == 0)
+      _mm256_stream_si256((__m256i *)(y + i), h);
+    else
+      _mm256_mask_storeu_epi16(y + i, m, h);
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+}
+
 static const row_kernels AVX512_KERNELS = {.sum = sum_avx512,
                                            .sum_squares = sum_squares_avx512,
                                            .add_sum_squares = add_sum_squares_avx512,
@@ -769,7 +814,8 @@ static const row_kernels AVX512_KERNELS = {.sum = sum_avx512,
                                            .ln_step = ln_step_avx512,
                                            .softmax_step = softmax_step_avx512,
                                            .softmax_factors = softmax_factors_avx512,
-                                           .xe_step = xe_step_avx512};
+                                           .xe_step = xe_step_avx512,
+                                           .rms16_step = rms16_step_avx512};
 
 #endif /* CPU_KERNELS_HAVE_AVX2 */
 
@@ -923,8 +969,34 @@ typedef struct rmsnorm_job {
   const tsr_rmsnorm_args *args;
   const float *weight;
   int stream;
-  int direct; /* f32 unit-stride rows throughout and a fused step: pipelined rows */
+  int direct;   /* f32 unit-stride rows throughout and a fused step: pipelined rows */
+  int direct16; /* the same for 16-bit x and y of one dtype, without a residual */
 } rmsnorm_job;
+
+static const uint16_t *half_row(const tsr_plugin_tensor *t, int64_t row) {
+  return (const uint16_t *)cpu_tensor_base(t) + tsr_plugin_row_offset(t, row);
+}
+
+/* 16-bit rows without a residual, pipelined like rmsnorm_direct: each row's
+ * output pass sums the next row's squares, both converted in registers. */
+static void rmsnorm_direct16(const rmsnorm_job *job, int64_t begin, int64_t end) {
+  const tsr_rmsnorm_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t width = job->rows.width;
+  const int32_t dtype = args->x.dtype;
+  row_ahead plan;
+  double sum_squares = k->rms16_step(NULL, half_row(&args->x, begin), 0.0f, NULL, width, 0, NULL,
+                                     dtype, plan_ahead(&plan, &args->x, NULL, begin, end));
+  for (int64_t row = begin; row < end; row++) {
+    float factor = inverse_root(sum_squares, width, args->eps);
+    uint16_t *y = (uint16_t *)half_row(&args->y, row);
+    const uint16_t *next = row + 1 < end ? half_row(&args->x, row + 1) : NULL;
+    sum_squares = k->rms16_step(y, half_row(&args->x, row), factor, job->weight, width, job->stream,
+                                next, dtype, plan_ahead(&plan, &args->x, NULL, row + 1, end));
+  }
+  if (job->stream)
+    stream_fence(job->rows.level);
+}
 
 /* Rows of f32 in place, the output pass of each row fused with the first
  * pass of the next (h of rows with a residual alternates between two
@@ -975,6 +1047,10 @@ static void rmsnorm_range(void *context, int64_t begin, int64_t end, int worker)
     rmsnorm_direct(job, begin, end, worker);
     return;
   }
+  if (job->direct16) {
+    rmsnorm_direct16(job, begin, end);
+    return;
+  }
   const tsr_rmsnorm_args *args = job->args;
   const row_kernels *k = job->rows.kernels;
   const int64_t width = job->rows.width;
@@ -1021,6 +1097,10 @@ tsr_status cpu_rmsnorm_run(const cpu_exec *exec, const tsr_rmsnorm_args *args) {
   job.stream = should_stream(rows * width, args->y.dtype);
   const tsr_plugin_tensor *tensors[4] = {&args->x, &args->residual, &args->y, &args->residual_out};
   job.direct = job.rows.kernels->rms_step && all_rows_f32(tensors, 4);
+  job.direct16 = job.rows.kernels->rms16_step && !args->residual.buffer &&
+                 (args->x.dtype == TSR_DTYPE_F16 || args->x.dtype == TSR_DTYPE_BF16) &&
+                 args->y.dtype == args->x.dtype && last_stride(&args->x) == 1 &&
+                 last_stride(&args->y) == 1;
   cpu_pool_parallel_for(exec->pool, rows, row_grain(width), rmsnorm_range, &job);
   free(job.rows.scratch);
   return TSR_OK;
