@@ -85,6 +85,12 @@ typedef struct row_kernels {
   double (*rms16_step)(uint16_t *y, const uint16_t *x, float factor, const float *weight,
                        int64_t count, int stream, const uint16_t *next, int32_t dtype,
                        const row_ahead *ahead);
+  /* LayerNorm: y = normalize(x) stored as dtype (x: the row as f32; y NULL:
+   * none), and next (NULL: none) widened into next_f32; returns the sum of
+   * next. */
+  double (*ln16_step)(uint16_t *y, const float *x, float mean, float factor, const float *weight,
+                      const float *bias, int64_t count, int stream, const uint16_t *next,
+                      float *next_f32, int32_t dtype, const row_ahead *ahead);
 } row_kernels;
 
 /* ---- plain C ---- */
@@ -771,6 +777,17 @@ TARGET_AVX512 static double xe_step_avx512(const float *x, float shift, int64_t 
  * widened in registers, and y's vectors are streamed when they fill an
  * aligned 32 bytes: the next row is read in the same loop that writes y, as
  * a copy reads and writes (the f32 rows' fused step, without scratch). */
+/* 16 lanes of v (mask m) as dtype at y: streamed when stream is asked
+ * and the lanes fill an aligned 32 bytes, else a masked store. */
+TARGET_AVX512 static ALWAYS_INLINE void store16_as_half_avx512(uint16_t *y, __m512 v, __mmask16 m,
+                                                               int32_t dtype, int stream) {
+  __m256i h = to_half16_avx512(v, dtype);
+  if (stream && m == 0xffff && ((uintptr_t)y & 31u) == 0)
+    _mm256_stream_si256((__m256i *)y, h);
+  else
+    _mm256_mask_storeu_epi16(y, m, h);
+}
+
 TARGET_AVX512 static double rms16_step_avx512(uint16_t *y, const uint16_t *x, float factor,
                                               const float *weight, int64_t count, int stream,
                                               const uint16_t *next, int32_t dtype,
@@ -794,11 +811,35 @@ TARGET_AVX512 static double rms16_step_avx512(uint16_t *y, const uint16_t *x, fl
     __m512 v = _mm512_mul_ps(load16_half_avx512(x + i, dtype, m), f);
     if (weight)
       v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i));
-    __m256i h = to_half16_avx512(v, dtype);
-    if (stream && m == 0xffff && ((uintptr_t)(y + i) & 31u) == 0)
-      _mm256_stream_si256((__m256i *)(y + i), h);
-    else
-      _mm256_mask_storeu_epi16(y + i, m, h);
+    store16_as_half_avx512(y + i, v, m, dtype, stream);
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+}
+
+/* See row_kernels.ln16_step: the f32 rows' ln_step for 16-bit rows, the
+ * next row widened into scratch in the loop that writes this row's y. */
+TARGET_AVX512 static double ln16_step_avx512(uint16_t *y, const float *x, float mean, float factor,
+                                             const float *weight, const float *bias, int64_t count,
+                                             int stream, const uint16_t *next, float *next_f32,
+                                             int32_t dtype, const row_ahead *ahead) {
+  __m512d low = _mm512_setzero_pd(), high = low;
+  const __m512 f = _mm512_set1_ps(factor), centre = _mm512_set1_ps(mean);
+  for (int64_t i = 0; i < count; i += 16) {
+    prefetch_ahead(ahead, i);
+    __mmask16 m = lanes_avx512(count - i);
+    if (next) {
+      __m512 n = load16_half_avx512(next + i, dtype, m);
+      _mm512_mask_storeu_ps(next_f32 + i, m, n);
+      accumulate_pd_avx512(&low, &high, n);
+    }
+    if (!y)
+      continue;
+    __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), centre), f);
+    if (weight)
+      v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i));
+    if (bias)
+      v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + i));
+    store16_as_half_avx512(y + i, v, m, dtype, stream);
   }
   return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
 }
@@ -815,7 +856,8 @@ static const row_kernels AVX512_KERNELS = {.sum = sum_avx512,
                                            .softmax_step = softmax_step_avx512,
                                            .softmax_factors = softmax_factors_avx512,
                                            .xe_step = xe_step_avx512,
-                                           .rms16_step = rms16_step_avx512};
+                                           .rms16_step = rms16_step_avx512,
+                                           .ln16_step = ln16_step_avx512};
 
 #endif /* CPU_KERNELS_HAVE_AVX2 */
 
@@ -977,6 +1019,12 @@ static const uint16_t *half_row(const tsr_plugin_tensor *t, int64_t row) {
   return (const uint16_t *)cpu_tensor_base(t) + tsr_plugin_row_offset(t, row);
 }
 
+/* x and y both f16 or both bf16, rows of unit stride: the 16-bit steps. */
+static int half_rows(const tsr_plugin_tensor *x, const tsr_plugin_tensor *y) {
+  return (x->dtype == TSR_DTYPE_F16 || x->dtype == TSR_DTYPE_BF16) && y->dtype == x->dtype &&
+         last_stride(x) == 1 && last_stride(y) == 1;
+}
+
 /* 16-bit rows without a residual, pipelined like rmsnorm_direct: each row's
  * output pass sums the next row's squares, both converted in registers. */
 static void rmsnorm_direct16(const rmsnorm_job *job, int64_t begin, int64_t end) {
@@ -1097,10 +1145,8 @@ tsr_status cpu_rmsnorm_run(const cpu_exec *exec, const tsr_rmsnorm_args *args) {
   job.stream = should_stream(rows * width, args->y.dtype);
   const tsr_plugin_tensor *tensors[4] = {&args->x, &args->residual, &args->y, &args->residual_out};
   job.direct = job.rows.kernels->rms_step && all_rows_f32(tensors, 4);
-  job.direct16 = job.rows.kernels->rms16_step && !args->residual.buffer &&
-                 (args->x.dtype == TSR_DTYPE_F16 || args->x.dtype == TSR_DTYPE_BF16) &&
-                 args->y.dtype == args->x.dtype && last_stride(&args->x) == 1 &&
-                 last_stride(&args->y) == 1;
+  job.direct16 =
+      job.rows.kernels->rms16_step && !args->residual.buffer && half_rows(&args->x, &args->y);
   cpu_pool_parallel_for(exec->pool, rows, row_grain(width), rmsnorm_range, &job);
   free(job.rows.scratch);
   return TSR_OK;
@@ -1114,6 +1160,7 @@ typedef struct layernorm_job {
   const float *weight, *bias;
   int stream;
   int direct;
+  int direct16; /* 16-bit x and y of one dtype, unit stride: layernorm_direct16 */
 } layernorm_job;
 
 static void layernorm_direct(const layernorm_job *job, int64_t begin, int64_t end) {
@@ -1143,10 +1190,42 @@ static void layernorm_direct(const layernorm_job *job, int64_t begin, int64_t en
     stream_fence(job->rows.level);
 }
 
+/* 16-bit rows, pipelined as layernorm_direct: the current row as f32 in
+ * one scratch row (its second pass reads it there), the next widened into
+ * the other while this row's y is written. */
+static void layernorm_direct16(const layernorm_job *job, int64_t begin, int64_t end, int worker) {
+  const tsr_layernorm_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t width = job->rows.width;
+  const int32_t dtype = args->x.dtype;
+  float *rows_f32[2] = {worker_scratch(&job->rows, worker),
+                        worker_scratch(&job->rows, worker) + width};
+  row_ahead plan;
+  double sum = k->ln16_step(NULL, NULL, 0.0f, 0.0f, NULL, NULL, width, 0, half_row(&args->x, begin),
+                            rows_f32[0], dtype, plan_ahead(&plan, &args->x, NULL, begin, end));
+  for (int64_t row = begin; row < end; row++) {
+    const float *x = rows_f32[(row - begin) & 1];
+    double mean = sum / (double)width;
+    /* The variance of the centred values (x in cache): it does not cancel. */
+    double sum_squares = k->sum_squares(x, (float)mean, width, NULL);
+    float factor = inverse_root(sum_squares, width, args->eps);
+    const uint16_t *next = row + 1 < end ? half_row(&args->x, row + 1) : NULL;
+    sum = k->ln16_step((uint16_t *)half_row(&args->y, row), x, (float)mean, factor, job->weight,
+                       job->bias, width, job->stream, next, rows_f32[(row + 1 - begin) & 1], dtype,
+                       plan_ahead(&plan, &args->x, NULL, row + 1, end));
+  }
+  if (job->stream)
+    stream_fence(job->rows.level);
+}
+
 static void layernorm_range(void *context, int64_t begin, int64_t end, int worker) {
   const layernorm_job *job = context;
   if (job->direct) {
     layernorm_direct(job, begin, end);
+    return;
+  }
+  if (job->direct16) {
+    layernorm_direct16(job, begin, end, worker);
     return;
   }
   const tsr_layernorm_args *args = job->args;
@@ -1185,6 +1264,7 @@ tsr_status cpu_layernorm_run(const cpu_exec *exec, const tsr_layernorm_args *arg
   job.stream = should_stream(rows * width, args->y.dtype);
   const tsr_plugin_tensor *tensors[2] = {&args->x, &args->y};
   job.direct = job.rows.kernels->ln_step && all_rows_f32(tensors, 2);
+  job.direct16 = job.rows.kernels->ln16_step && half_rows(&args->x, &args->y);
   cpu_pool_parallel_for(exec->pool, rows, row_grain(width), layernorm_range, &job);
   free(job.rows.scratch);
   return TSR_OK;
