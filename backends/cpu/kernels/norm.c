@@ -91,6 +91,12 @@ typedef struct row_kernels {
   double (*ln16_step)(uint16_t *y, const float *x, float mean, float factor, const float *weight,
                       const float *bias, int64_t count, int stream, const uint16_t *next,
                       float *next_f32, int32_t dtype, const row_ahead *ahead);
+  /* Softmax: y = e * factor stored as dtype (y NULL: none), and next (NULL:
+   * none) widened into next_f32; returns the max of next * scale (-inf
+   * without next; NaN lanes may or may not win). */
+  float (*sm16_step)(uint16_t *y, const float *e, float factor, int64_t count, int stream,
+                     const uint16_t *next, float *next_f32, float scale, int32_t dtype,
+                     const row_ahead *ahead);
 } row_kernels;
 
 /* ---- plain C ---- */
@@ -844,6 +850,28 @@ TARGET_AVX512 static double ln16_step_avx512(uint16_t *y, const float *x, float 
   return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
 }
 
+/* See row_kernels.sm16_step. */
+TARGET_AVX512 static float sm16_step_avx512(uint16_t *y, const float *e, float factor,
+                                            int64_t count, int stream, const uint16_t *next,
+                                            float *next_f32, float scale, int32_t dtype,
+                                            const row_ahead *ahead) {
+  __m512 max = _mm512_set1_ps(-INFINITY);
+  const __m512 f = _mm512_set1_ps(factor), s = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < count; i += 16) {
+    prefetch_ahead(ahead, i);
+    __mmask16 m = lanes_avx512(count - i);
+    if (next) {
+      __m512 n = load16_half_avx512(next + i, dtype, m);
+      _mm512_mask_storeu_ps(next_f32 + i, m, n);
+      max = _mm512_mask_max_ps(max, m, max, _mm512_mul_ps(n, s));
+    }
+    if (y)
+      store16_as_half_avx512(y + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), f), m, dtype,
+                             stream);
+  }
+  return _mm512_reduce_max_ps(max);
+}
+
 static const row_kernels AVX512_KERNELS = {.sum = sum_avx512,
                                            .sum_squares = sum_squares_avx512,
                                            .add_sum_squares = add_sum_squares_avx512,
@@ -857,7 +885,8 @@ static const row_kernels AVX512_KERNELS = {.sum = sum_avx512,
                                            .softmax_factors = softmax_factors_avx512,
                                            .xe_step = xe_step_avx512,
                                            .rms16_step = rms16_step_avx512,
-                                           .ln16_step = ln16_step_avx512};
+                                           .ln16_step = ln16_step_avx512,
+                                           .sm16_step = sm16_step_avx512};
 
 #endif /* CPU_KERNELS_HAVE_AVX2 */
 
@@ -1277,6 +1306,7 @@ typedef struct softmax_job {
   const tsr_softmax_args *args;
   int stream;
   int direct;
+  int direct16; /* 16-bit x and y of one dtype, unit stride: softmax_direct16 */
 } softmax_job;
 
 /* e = e^(x * scale - max) with the factor that normalises it: 1 / sum, or
@@ -1352,10 +1382,39 @@ static void softmax_direct(const softmax_job *job, int64_t begin, int64_t end, i
     stream_fence(job->rows.level);
 }
 
+/* 16-bit rows, pipelined: the current row as f32 in one scratch row, its
+ * exponentials in a third, and the next row widened (and its max taken) in
+ * the loop that writes this row's y. */
+static void softmax_direct16(const softmax_job *job, int64_t begin, int64_t end, int worker) {
+  const tsr_softmax_args *args = job->args;
+  const row_kernels *k = job->rows.kernels;
+  const int64_t width = job->rows.width;
+  const int32_t dtype = args->x.dtype;
+  float *scratch = worker_scratch(&job->rows, worker);
+  float *rows_f32[2] = {scratch, scratch + width}, *e = scratch + 2 * width;
+  row_ahead plan;
+  float max = k->sm16_step(NULL, NULL, 0.0f, width, 0, half_row(&args->x, begin), rows_f32[0],
+                           args->scale, dtype, plan_ahead(&plan, &args->x, NULL, begin, end));
+  for (int64_t row = begin; row < end; row++) {
+    const float *x = rows_f32[(row - begin) & 1];
+    float factor = softmax_exponentials(k, e, x, args->scale, max, width);
+    const uint16_t *next = row + 1 < end ? half_row(&args->x, row + 1) : NULL;
+    max = k->sm16_step((uint16_t *)half_row(&args->y, row), e, factor, width, job->stream, next,
+                       rows_f32[(row + 1 - begin) & 1], args->scale, dtype,
+                       plan_ahead(&plan, &args->x, NULL, row + 1, end));
+  }
+  if (job->stream)
+    stream_fence(job->rows.level);
+}
+
 static void softmax_range(void *context, int64_t begin, int64_t end, int worker) {
   const softmax_job *job = context;
   if (job->direct) {
     softmax_direct(job, begin, end, worker);
+    return;
+  }
+  if (job->direct16) {
+    softmax_direct16(job, begin, end, worker);
     return;
   }
   const tsr_softmax_args *args = job->args;
@@ -1384,12 +1443,16 @@ tsr_status cpu_softmax_run(const cpu_exec *exec, const tsr_softmax_args *args) {
   if (rows == 0 || width == 0)
     return TSR_OK;
   softmax_job job = {.args = args};
-  if (!row_job_init(&job.rows, exec, width, softmax_direct_floats(width), 0,
-                    "cannot allocate softmax scratch"))
+  /* softmax_direct16: two f32 rows and the exponentials. */
+  int64_t per_worker = softmax_direct_floats(width);
+  if (per_worker < 3 * width)
+    per_worker = 3 * width;
+  if (!row_job_init(&job.rows, exec, width, per_worker, 0, "cannot allocate softmax scratch"))
     return TSR_ERROR_OUT_OF_MEMORY;
   job.stream = should_stream(rows * width, args->y.dtype);
   const tsr_plugin_tensor *tensors[2] = {&args->x, &args->y};
   job.direct = job.rows.kernels->softmax_step && all_rows_f32(tensors, 2);
+  job.direct16 = job.rows.kernels->sm16_step && half_rows(&args->x, &args->y);
   cpu_pool_parallel_for(exec->pool, rows, row_grain(width), softmax_range, &job);
   free(job.rows.scratch);
   return TSR_OK;
