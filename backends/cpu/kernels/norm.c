@@ -822,6 +822,15 @@ TARGET_AVX512 static double rms16_step_avx512(uint16_t *y, const uint16_t *x, fl
   return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
 }
 
+/* 16 lanes (mask m) of a 16-bit row widened to f32, kept in f32 scratch
+ * too (where the row's later passes read it). */
+TARGET_AVX512 static ALWAYS_INLINE __m512 widen16_avx512(float *dst, const uint16_t *src,
+                                                         __mmask16 m, int32_t dtype) {
+  __m512 v = load16_half_avx512(src, dtype, m);
+  _mm512_mask_storeu_ps(dst, m, v);
+  return v;
+}
+
 /* See row_kernels.ln16_step: the f32 rows' ln_step for 16-bit rows, the
  * next row widened into scratch in the loop that writes this row's y. */
 TARGET_AVX512 static double ln16_step_avx512(uint16_t *y, const float *x, float mean, float factor,
@@ -833,11 +842,8 @@ TARGET_AVX512 static double ln16_step_avx512(uint16_t *y, const float *x, float 
   for (int64_t i = 0; i < count; i += 16) {
     prefetch_ahead(ahead, i);
     __mmask16 m = lanes_avx512(count - i);
-    if (next) {
-      __m512 n = load16_half_avx512(next + i, dtype, m);
-      _mm512_mask_storeu_ps(next_f32 + i, m, n);
-      accumulate_pd_avx512(&low, &high, n);
-    }
+    if (next)
+      accumulate_pd_avx512(&low, &high, widen16_avx512(next_f32 + i, next + i, m, dtype));
     if (!y)
       continue;
     __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), centre), f);
@@ -860,11 +866,9 @@ TARGET_AVX512 static float sm16_step_avx512(uint16_t *y, const float *e, float f
   for (int64_t i = 0; i < count; i += 16) {
     prefetch_ahead(ahead, i);
     __mmask16 m = lanes_avx512(count - i);
-    if (next) {
-      __m512 n = load16_half_avx512(next + i, dtype, m);
-      _mm512_mask_storeu_ps(next_f32 + i, m, n);
-      max = _mm512_mask_max_ps(max, m, max, _mm512_mul_ps(n, s));
-    }
+    if (next)
+      max = _mm512_mask_max_ps(max, m, max,
+                               _mm512_mul_ps(widen16_avx512(next_f32 + i, next + i, m, dtype), s));
     if (y)
       store16_as_half_avx512(y + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), f), m, dtype,
                              stream);
