@@ -636,6 +636,18 @@ static tsr_status matrix_pipeline_khr(vulkan_device *device, const char *name, c
   return vulkan_pipeline_get_code(device, &blob, spec, n_spec, 0, out);
 }
 
+/* A coopmat build's pipeline on the device's route: the KHR form where the
+ * device lists the shape there (TESSERA_VULKAN_COOPMAT_NV keeps the NV
+ * build), else the NV build in subgroups of 32. */
+static tsr_status coopmat_pipeline(vulkan_device *device, const char *name, const uint32_t *spec,
+                                   uint32_t n_spec, const vulkan_pipeline **out) {
+  const vulkan_device_props *props = device->props;
+  if (coopmat_route_of(props) == COOPMAT_KHR && !getenv("TESSERA_VULKAN_COOPMAT_NV"))
+    return matrix_pipeline_khr(device, name, spec, n_spec, out);
+  return vulkan_pipeline_get(device, name, spec, n_spec,
+                             props->subgroup_min != props->subgroup_max ? 32 : 0, out);
+}
+
 static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const char *variant) {
   vulkan_device *device = queue->device;
   const vulkan_device_props *props = device->props;
@@ -722,7 +734,6 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
   uint32_t threads = gemm_threads(props, c);
   char name[48];
   const vulkan_pipeline *pipeline = NULL;
-  uint32_t required = 0;
   if (c->kind == GEMM_SIMT) {
     /* CPU implementations compile the rolled build (see gemm.comp). */
     if (props->type == VK_PHYSICAL_DEVICE_TYPE_CPU)
@@ -743,8 +754,6 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
         b_nfast ? (push.b_sk % 8 == 0 && push.b_sb % 8 == 0 && first[1] % 8 == 0 && g->n % 8 == 0)
                 : (push.b_sn % 8 == 0 && push.b_sb % 8 == 0 && first[1] % 8 == 0 && g->k % 8 == 0 &&
                    push.b_sk == 1);
-    if (props->subgroup_min != props->subgroup_max)
-      required = 32;
     snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u", c->bm, c->bn, c->sg_m, c->sg_n);
     /* Diagnosis only: TESSERA_VULKAN_COOPMAT_PROBE (gemm_coopmat.comp). */
     const char *probe = getenv("TESSERA_VULKAN_COOPMAT_PROBE");
@@ -752,10 +761,7 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
         threads, c->bm, c->bn,      c->bk,      c->sg_m,
         c->sg_n, c->wm, c->wn,      a_kfast,    b_nfast,
         a_vec,   b_vec, g->out_f32, g->grouped, probe ? (uint32_t)atoi(probe) : 0u};
-    if (coopmat_route_of(props) == COOPMAT_KHR && !getenv("TESSERA_VULKAN_COOPMAT_NV"))
-      status = matrix_pipeline_khr(device, name, spec, 15, &pipeline);
-    else
-      status = vulkan_pipeline_get(device, name, spec, 15, required, &pipeline);
+    status = coopmat_pipeline(device, name, spec, 15, &pipeline);
   }
   if (status != TSR_OK)
     return status;
@@ -921,7 +927,6 @@ static tsr_status attention_coopmat_run(vulkan_queue *queue, const vulkan_attent
                                         const tsr_attention_args *a, const vulkan_binding *bind,
                                         const uint32_t *first, const vulkan_attention_push *push) {
   vulkan_device *device = queue->device;
-  const vulkan_device_props *props = device->props;
   const vulkan_attention_view *views[3] = {&push->q, &push->k, &push->v};
   uint32_t vec = push->dim == c->dp;
   for (int i = 0; i < 3; i++)
@@ -931,12 +936,7 @@ static tsr_status attention_coopmat_run(vulkan_queue *queue, const vulkan_attent
   snprintf(name, sizeof name, "attention_coopmat_f16_d%u", c->dp);
   uint32_t spec[1] = {vec};
   const vulkan_pipeline *pipeline = NULL;
-  tsr_status status;
-  if (coopmat_route_of(props) == COOPMAT_KHR && !getenv("TESSERA_VULKAN_COOPMAT_NV"))
-    status = matrix_pipeline_khr(device, name, spec, 1, &pipeline);
-  else
-    status = vulkan_pipeline_get(device, name, spec, 1,
-                                 props->subgroup_min != props->subgroup_max ? 32 : 0, &pipeline);
+  tsr_status status = coopmat_pipeline(device, name, spec, 1, &pipeline);
   if (status != TSR_OK)
     return status;
   return vulkan_dispatch(queue, pipeline, bind, 5, push, sizeof *push,
