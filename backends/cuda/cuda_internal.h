@@ -57,11 +57,7 @@ typedef struct cuda_device {
   CUfunction *functions;  /* per kernel index */
   int *blocks_per_sm;     /* occupancy of each kernel at its launch shape (0: not run-able) */
   int dynamic_smem_limit; /* what kernels with dynamic_smem -1 may use */
-  /* Decode kernels may be launched to overlap the kernel ahead of them
-   * (programmatic dependent launch: compute capability 9.0 on, a driver
-   * with cuLaunchKernelEx, TESSERA_CUDA_OVERLAP not 0). */
-  bool programmatic_launch;
-  pthread_mutex_t lock; /* guards the queue list */
+  pthread_mutex_t lock;   /* guards the queue list */
   struct cuda_queue *queues;
 } cuda_device;
 

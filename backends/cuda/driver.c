@@ -57,7 +57,6 @@ static const driver_symbol driver_symbols[] = {
     SYMBOL(cuGetErrorName, "cuGetErrorName"),
     SYMBOL(cuGetErrorString, "cuGetErrorString"),
     OPTIONAL_SYMBOL(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
-    OPTIONAL_SYMBOL(cuLaunchKernelEx, "cuLaunchKernelEx"),
 };
 
 int cuda_driver_open(cuda_driver *driver, const char *library, char *why, size_t why_capacity) {

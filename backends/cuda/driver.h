@@ -57,27 +57,6 @@ enum {
   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
 };
 enum { CU_STREAM_NON_BLOCKING = 1 };
-
-/* cuLaunchKernelEx's configuration (the layouts of cuda.h): one attribute
- * is used, programmatic stream serialization (programmatic dependent launch,
- * compute capability 9.0 on). */
-enum { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
-typedef struct CUlaunchAttribute {
-  int id;
-  char pad[4];
-  union {
-    char bytes[64];
-    int programmatic_stream_serialization_allowed;
-  } value;
-} CUlaunchAttribute;
-typedef struct CUlaunchConfig {
-  unsigned int grid_x, grid_y, grid_z;
-  unsigned int block_x, block_y, block_z;
-  unsigned int shared_bytes;
-  CUstream stream;
-  CUlaunchAttribute *attributes;
-  unsigned int attribute_count;
-} CUlaunchConfig;
 enum { CU_EVENT_DEFAULT = 0 };
 
 typedef struct cuda_driver {
@@ -129,10 +108,6 @@ typedef struct cuda_driver {
                                      const unsigned int *box_dims,
                                      const unsigned int *element_strides, int interleave,
                                      int swizzle, int l2_promotion, int oob_fill);
-  /* Optional (CUDA 11.8+ drivers): NULL where missing; launches then stay
-   * serial (no programmatic dependent launch). */
-  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *config, CUfunction function, void **params,
-                               void **extra);
 } cuda_driver;
 
 /* Opens `library` (NULL: libcuda.so.1) and resolves every entry point

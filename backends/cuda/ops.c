@@ -5,7 +5,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "configs.h"
@@ -27,12 +26,8 @@ static int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-/* overlap: the kernel waits for the one ahead of it with griddepcontrol
- * (tsr_grid_wait_previous) and may start before it ends, where the device
- * allows programmatic dependent launch; else it starts after, as usual. */
-static tsr_status launch_overlapping(cuda_queue *queue, int kernel, uint64_t grid_x,
-                                     unsigned grid_y, unsigned grid_z, unsigned threads,
-                                     unsigned smem, void *params, bool overlap) {
+static tsr_status launch(cuda_queue *queue, int kernel, uint64_t grid_x, unsigned grid_y,
+                         unsigned grid_z, unsigned threads, unsigned smem, void *params) {
   cuda_device *device = queue->device;
   const cuda_plugin *plugin = device->plugin;
   const cuda_kernel_info *info = cuda_kernel_at(kernel);
@@ -48,20 +43,9 @@ static tsr_status launch_overlapping(cuda_queue *queue, int kernel, uint64_t gri
     return TSR_ERROR_UNSUPPORTED;
   }
   void *arguments[] = {params};
-  CUresult result;
-  if (overlap && device->programmatic_launch) {
-    CUlaunchAttribute attribute;
-    memset(&attribute, 0, sizeof attribute);
-    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute.value.programmatic_stream_serialization_allowed = 1;
-    CUlaunchConfig config = {(unsigned)grid_x, grid_y,     grid_z, threads, 1, 1, smem,
-                             queue->stream,    &attribute, 1};
-    result = plugin->driver.cuLaunchKernelEx(&config, device->functions[kernel], arguments, NULL);
-  } else {
-    result =
-        plugin->driver.cuLaunchKernel(device->functions[kernel], (unsigned)grid_x, grid_y, grid_z,
-                                      threads, 1, 1, smem, queue->stream, arguments, NULL);
-  }
+  CUresult result =
+      plugin->driver.cuLaunchKernel(device->functions[kernel], (unsigned)grid_x, grid_y, grid_z,
+                                    threads, 1, 1, smem, queue->stream, arguments, NULL);
   if (result != CUDA_SUCCESS) {
     char what[160];
     snprintf(what, sizeof what,
@@ -70,11 +54,6 @@ static tsr_status launch_overlapping(cuda_queue *queue, int kernel, uint64_t gri
     return cuda_fail(plugin, result, what);
   }
   return TSR_OK;
-}
-
-static tsr_status launch(cuda_queue *queue, int kernel, uint64_t grid_x, unsigned grid_y,
-                         unsigned grid_z, unsigned threads, unsigned smem, void *params) {
-  return launch_overlapping(queue, kernel, grid_x, grid_y, grid_z, threads, smem, params, false);
 }
 
 static tsr_status launch_named(cuda_queue *queue, const char *name, uint64_t grid_x,
@@ -510,14 +489,6 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
     smem = 0;
   } else if (c->kind == CUDA_GEMM_STREAM) {
     p.b_k_major = g->b.strides[1] == 1; /* the configs run only 16-byte rows */
-    if (queue->device->programmatic_launch) {
-      /* EXPERIMENT knobs */
-      const tsr_host_services *h = &queue->device->plugin->host;
-      const char *v = h->get_env ? h->get_env("TSR_EXP_PREFETCH") : NULL;
-      p.prefetch_chunks = v ? atoi(v) : 16;
-      v = h->get_env ? h->get_env("TSR_EXP_TRIGGER") : NULL;
-      p.exp_trigger = v ? atoi(v) : 0;
-    }
   } else {
     operand_layout(&g->a, 1, 2, 0, esize, true, &p.a_k_major, &p.a_async);
     operand_layout(&g->b, 2, 1, 0, esize, true, &p.b_k_major, &p.b_async);
@@ -541,14 +512,9 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
     const int per_sm = kernel >= 0 && queue->device->blocks_per_sm[kernel] > 0
                            ? queue->device->blocks_per_sm[kernel]
                            : 1;
-    int64_t slots = (int64_t)queue->device->props->multiprocessors * per_sm;
-    {
-      const tsr_host_services *h = &queue->device->plugin->host;
-      const char *v = h->get_env ? h->get_env("TSR_EXP_SPLIT") : NULL;
-      if (v && atoi(v) > 0)
-        slots = tiles * batch * atoi(v);
-    }
-    most_batch = plan_split_k(&p, tiles, batch, slots, c->bk, c->warps_n);
+    most_batch =
+        plan_split_k(&p, tiles, batch, (int64_t)queue->device->props->multiprocessors * per_sm,
+                     c->bk, c->warps_n);
   }
   const int64_t split = p.split_k;
   for (int64_t b0 = 0; b0 < batch; b0 += most_batch) {
@@ -562,9 +528,8 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
       p.workspace = workspace_data(queue);
       p.counters = queue->workspace;
     }
-    tsr_status status =
-        launch_overlapping(queue, kernel, (uint64_t)tiles, (unsigned)chunk, (unsigned)split,
-                           (unsigned)threads, (unsigned)smem, &p, c->kind == CUDA_GEMM_STREAM);
+    tsr_status status = launch(queue, kernel, (uint64_t)tiles, (unsigned)chunk, (unsigned)split,
+                               (unsigned)threads, (unsigned)smem, &p);
     if (status != TSR_OK)
       return status;
   }

@@ -387,13 +387,6 @@ static tsr_status cuda_device_open(void *handle, uint32_t index, void **out) {
     release_device(device);
     return status;
   }
-  /* Safe only where the code the driver runs waits with griddepcontrol: a
-   * GPU of compute capability 9.0 or newer runs sm_9x code or the embedded
-   * compute_90 PTX (CMakeLists.txt; sm_8x code does not run there), all
-   * of which do. */
-  const char *overlap = plugin->host.get_env ? plugin->host.get_env("TESSERA_CUDA_OVERLAP") : NULL;
-  device->programmatic_launch = device->props->cc_major >= 9 && d->cuLaunchKernelEx &&
-                                !(overlap && strcmp(overlap, "0") == 0);
   *out = device;
   return TSR_OK;
 }

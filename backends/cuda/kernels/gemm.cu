@@ -829,25 +829,8 @@ TSR_DEVICE void stream_chunks(const gemm_params &p, const gemm_tile &tile, int64
 #endif
 }
 
-/* Pulls `rows` runs of `run_bytes` bytes, `pitch` bytes apart from `base`,
- * toward L2: 128-byte lines spread over the block's threads (one more line
- * per run than it spans, clamped to its last byte, for runs that do not
- * start on a line). */
-TSR_DEVICE void prefetch_runs_l2(const char *base, int64_t rows, int64_t pitch, int64_t run_bytes) {
-  if (rows <= 0 || run_bytes <= 0)
-    return;
-  const int64_t lines = (run_bytes + 127) / 128 + 1;
-  for (int64_t i = threadIdx.x; i < rows * lines; i += blockDim.x) {
-    const int64_t r = i / lines, offset = (i % lines) * 128;
-    tsr_prefetch_l2(base + r * pitch + (offset < run_bytes ? offset : run_bytes - 1));
-  }
-}
-
 /* blockIdx.x: 32-column tile, y: batch entry, z: K slice (split_k slices of
- * k_per_split, a multiple of 32). p.b_k_major: B is K-contiguous.
- * Launched to overlap the kernel ahead (ops.c): B, the weights, starts
- * toward L2 before the wait, so the memory stream does not pause between
- * decode kernels. */
+ * k_per_split, a multiple of 32). p.b_k_major: B is K-contiguous. */
 template <typename T, int W, int U> TSR_DEVICE void gemm_stream_body(const gemm_params &p) {
   constexpr int THREADS = W * 32, PER = 256 / THREADS; /* output pairs per thread */
   static_assert(256 % THREADS == 0, "the 256 output pairs spread evenly");
@@ -857,27 +840,11 @@ template <typename T, int W, int U> TSR_DEVICE void gemm_stream_body(const gemm_
   tile.n0 = (int64_t)blockIdx.x * 32;
   const int64_t k_begin = (int64_t)blockIdx.z * p.k_per_split;
   const int64_t k_end = k_begin + p.k_per_split < p.k ? k_begin + p.k_per_split : p.k;
-  if (p.prefetch_chunks > 0) {
-    const int64_t ahead = k_begin + 32 * (int64_t)p.prefetch_chunks;
-    const int64_t k_stop = ahead < k_end ? ahead : k_end;
-    const int64_t cols = p.n - tile.n0 < 32 ? p.n - tile.n0 : 32, e = (int64_t)sizeof(T);
-    const char *b = (const char *)tile.b;
-    if (p.b_k_major)
-      prefetch_runs_l2(b + (tile.n0 * p.b_n + k_begin) * e, cols, p.b_n * e,
-                       (k_stop - k_begin) * e);
-    else
-      prefetch_runs_l2(b + (k_begin * p.b_k + tile.n0) * e, k_stop - k_begin, p.b_k * e, cols * e);
-  }
-  tsr_grid_wait_previous();
-  if (p.exp_trigger == 0)
-    tsr_grid_allow_next();
   float acc[4][4] = {};
   if (p.b_k_major)
     stream_chunks<T, W, U, true>(p, tile, k_begin, k_end, acc);
   else
     stream_chunks<T, W, U, false>(p, tile, k_begin, k_end, acc);
-  if (p.exp_trigger == 1)
-    tsr_grid_allow_next();
 
   /* The warps' partial tiles summed in warp order (deterministic): pair
    * j = 32 (2c + half) + lane holds rows g (+ 8 half), columns of group c. */

@@ -43,35 +43,6 @@ typedef __nv_bfloat16 tsr_bf16;
 #define TSR_KERNEL extern "C" __global__
 #define TSR_DEVICE static __device__ __forceinline__
 
-/* Programmatic dependent launch (sm_90 on). A kernel launched with the
- * programmatic-serialization attribute may start while the kernel ahead of
- * it still runs: it must call tsr_grid_wait_previous before it reads what
- * that kernel may write or writes anything. tsr_grid_allow_next lets the
- * kernel after this one start early (it waits for this one in turn). Both
- * are no-ops where launches stay serial. tsr_prefetch_l2 pulls a line into
- * L2, the point of coherence: safe before the wait whatever the kernel
- * ahead writes. */
-#if !defined(__HIPCC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-TSR_DEVICE void tsr_grid_allow_next() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-TSR_DEVICE void tsr_grid_wait_previous() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-#else
-TSR_DEVICE void tsr_grid_allow_next() {}
-TSR_DEVICE void tsr_grid_wait_previous() {}
-#endif
-#if !defined(__HIPCC__)
-TSR_DEVICE void tsr_prefetch_l2(const void *p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-#else
-TSR_DEVICE void tsr_prefetch_l2(const void *p) {
-  (void)p;
-}
-#endif
-
 /* ---- element types: load as f32, store from f32 (round to nearest) ---- */
 
 template <typename T> struct tsr_elem;

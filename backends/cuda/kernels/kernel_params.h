@@ -56,10 +56,6 @@ typedef struct tsr_gpu_gemm_params {
   int32_t group_count;  /* grouped launch: groups in it; 0 for plain GEMM */
   int32_t split_k;      /* GEMV and mma tiles: K slices (1: the kernel stores D itself) */
   int32_t batch_count;  /* GEMV and split-K reduce: batch entries in this launch */
-  /* Decode kernels launched to overlap the kernel ahead of them: 32-deep
-   * chunks of its B slice a block pulls into L2 before waiting for it. */
-  int32_t prefetch_chunks;
-  int32_t exp_trigger; /* EXPERIMENT: 0 allow the next kernel after the wait, 1 after the loop */
   int32_t group_row_start[TSR_GPU_MAX_GROUPS + 1];  /* rows of a/d, from the launch's first */
   int32_t group_tile_start[TSR_GPU_MAX_GROUPS + 1]; /* tiles before each group */
   int32_t group_index[TSR_GPU_MAX_GROUPS];          /* index of b and bias per group */
