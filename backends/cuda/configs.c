@@ -55,6 +55,7 @@
 static const cuda_kernel_info kernel_table[] = {
     TSR_GEMM_MMA_CONFIGS(KERNEL_MMA) TSR_GEMM_WGMMA_CONFIGS(KERNEL_WGMMA)
         TSR_GEMM_TF32_CONFIGS(KERNEL_TF32){TSR_GEMM_SIMT16_NAME, 0, 256},
+    {TSR_GEMM_SIMT16_B2_NAME, 0, 256},
     TSR_GEMM_STREAM_CONFIGS(KERNEL_STREAM) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F32)
         TSR_GEMV_K_ROWS(KERNEL_GEMV_K_BF16) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F16)
             TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F32) TSR_GEMV_N_ROWS(KERNEL_GEMV_N_BF16)
@@ -173,6 +174,16 @@ static const cuda_gemm_config gemm_configs[] = {
                                          2,
                                          0,
                                          {TSR_GEMM_SIMT16_NAME, NULL, NULL}},
+    {"simt_128x128x16_b2",
+     CUDA_GEMM_SIMT,
+     128,
+     128,
+     16,
+     4,
+     4,
+     2,
+     0,
+     {TSR_GEMM_SIMT16_B2_NAME, NULL, NULL}},
     {"gemv_splitk", CUDA_GEMM_GEMV, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL, NULL}},
     TSR_GEMM_STREAM_CONFIGS(GEMM_STREAM)};
 enum { GEMM_CONFIG_COUNT = sizeof gemm_configs / sizeof gemm_configs[0] };
@@ -536,6 +547,8 @@ enum { GEMV_MAX_ROWS = 4 };
 /* 16-bit GEMMs with at most this many rows take the 16-row mma tiles split
  * over K (bench/notes/cuda-gemm-small.md). */
 enum { SKINNY_MAX_ROWS = 16 };
+/* Strict f32: tiles per SM from which the two-blocks-an-SM SIMT kernel leads. */
+enum { SIMT_MANY_WAVES = 6 };
 /* A config whose last wave keeps this share of the block slots busy counts
  * as filling the GPU. */
 #define GEMM_GOOD_UTILISATION 0.8
@@ -601,13 +614,32 @@ static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const 
     }
   }
   if (s->dtype == TSR_DTYPE_F32 && s->compute != TSR_COMPUTE_TF32) {
+    /* Two blocks an SM hide more latency but spill a few registers: worth
+     * it once the tiles fill the SMs SIMT_MANY_WAVES times over (H100,
+     * queued: 4096^3 3.43 against 3.54 ms, 3072^3 1.67 against 1.65,
+     * 1024^3 0.147 against 0.119; bench/notes/cuda-gemm-small.md). */
+    int simt = -1, simt_two = -1;
     for (int i = 0; i < count; i++) {
-      if (gemm_configs[candidates[i]].kind == CUDA_GEMM_SIMT) {
-        if (reason)
-          snprintf(reason, capacity,
-                   "f32 with strict compute: true f32 products on CUDA cores (128x128 tiles)");
-        return i;
-      }
+      const cuda_gemm_config *c = &gemm_configs[candidates[i]];
+      if (c->kind != CUDA_GEMM_SIMT)
+        continue;
+      int per_sm = resident_blocks(device, cuda_gemm_kernel(c, s->dtype));
+      if (per_sm >= 2 && simt_two < 0)
+        simt_two = i;
+      else if (per_sm == 1 && simt < 0)
+        simt = i;
+    }
+    const int64_t tiles = simt_two >= 0 ? gemm_tiles(&gemm_configs[candidates[simt_two]], s) : 0;
+    const bool many = simt_two >= 0 && tiles >= (int64_t)SIMT_MANY_WAVES * sms;
+    int pick = many || simt < 0 ? simt_two : simt;
+    if (pick >= 0) {
+      if (reason)
+        snprintf(reason, capacity,
+                 "f32 with strict compute: true f32 products on CUDA cores (128x128 tiles, %s: "
+                 "%lld tiles %s %d x %d SMs)",
+                 many ? "two blocks an SM" : "one block an SM", (long long)tiles, many ? ">=" : "<",
+                 SIMT_MANY_WAVES, sms);
+      return pick;
     }
   }
   const arch_table *table = &arch_tables[arch];
@@ -782,8 +814,12 @@ static void describe_gemm(const cuda_gemm_config *c, char *buf, size_t capacity)
         c->bm, c->bn, c->bk, c->warps_m, c->warps_n, c->stages, c->smem / 1024);
     break;
   case CUDA_GEMM_SIMT:
-    snprintf(buf, capacity, "true f32 FMA on CUDA cores: block 128x128x%d, 8x8 outputs a thread%s",
-             c->bk, c->bk == 16 ? ", 16-byte loads of interior tiles" : "");
+    snprintf(buf, capacity,
+             "true f32 FMA on CUDA cores: block 128x128x%d, 8x8 outputs a thread, cp.async "
+             "staging, %s",
+             c->bk,
+             c->kernels[0] && strstr(c->kernels[0], "_b2") ? "two blocks an SM (128 registers)"
+                                                           : "one block an SM");
     break;
   case CUDA_GEMM_STREAM:
     snprintf(buf, capacity,

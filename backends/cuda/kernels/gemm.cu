@@ -447,68 +447,74 @@ TSR_DEVICE void gemm_tc_body(const gemm_params &p) {
 /* True f32 GEMM (SIMT)                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* 128x128 tiles, 16 deep, 8x8 outputs a thread; each K slice
- * moves as 16-byte loads (4 a thread per operand) when the tile lies inside
- * the matrices and the operand's unit stride and alignment allow, else as
- * element loads. Shared memory [k][row] for both operands, double-buffered
- * through registers: one barrier per 16 k. */
+/* 128x128 tiles, 16 deep, 8x8 outputs a thread. Each K slice goes to
+ * shared memory ([k][row] for both operands), double-buffered, one barrier a
+ * slice: cp.async of 16 bytes where the tile lies inside the matrices and the
+ * operand's rows are unit-stride and aligned; A's K-contiguous rows through
+ * registers (16-byte loads, transposed by 4 scalar stores after the slice's
+ * products); anything else element by element with 4-byte cp.async, zero-
+ * filled outside the matrices. Holding only A's next slice in registers
+ * lets a thread fit 128 registers (a few spilled), so two blocks share an
+ * SM (the _b2 kernel): with one block and the whole next slice in registers
+ * (255) each scheduler had two warps and issued on 69% of cycles (ncu:
+ * fixed-latency and dispatch stalls unhidden; bench/notes/cuda-gemm-small.md). */
 struct simt_operand {
   const float *base;
   int64_t rows, stride_r, stride_k; /* rows: M of A or N of B */
-  bool vec_r, vec_k;                /* 16-byte loads along rows (unit row stride) or along k */
+  bool vec_r;                       /* 16-byte copies along rows (unit row stride, aligned) */
 };
 
+/* K-contiguous rows inside the matrices: 16-byte loads into registers, 4
+ * scalar shared stores after the slice's products (the transpose). */
+TSR_DEVICE bool simt_k_rows(const simt_operand &o, int64_t r0, int64_t k0, int64_t depth, int bk) {
+  return !o.vec_r && o.stride_k == 1 && ((uintptr_t)o.base & 15) == 0 && (o.stride_r & 3) == 0 &&
+         r0 + 128 <= o.rows && k0 + bk <= depth;
+}
 template <int BK>
-TSR_DEVICE void simt_fetch(const simt_operand &o, int64_t r0, int64_t k0, int64_t depth, int tid,
-                           float4 (&v)[4]) {
-  constexpr int R = 128, THREADS = 256;
-  const bool full = r0 + R <= o.rows && k0 + BK <= depth;
+TSR_DEVICE void simt_load(const simt_operand &o, int64_t r0, int64_t k0, int tid, float4 (&v)[2]) {
 #pragma unroll
-  for (int j = 0; j < R * BK / 4 / THREADS; j++) {
-    int i = tid + j * THREADS;
-    if (full && o.vec_r) { /* 4 consecutive rows at one k */
-      int kk = i / (R / 4), r = (i % (R / 4)) * 4;
-      v[j] = *(const float4 *)(o.base + (r0 + r) + (k0 + kk) * o.stride_k);
-    } else if (full && o.vec_k) { /* 4 consecutive k of one row */
-      int r = i / (BK / 4), kk = (i % (BK / 4)) * 4;
-      v[j] = *(const float4 *)(o.base + (r0 + r) * o.stride_r + (k0 + kk));
-    } else {
-      float e[4];
+  for (int j = 0; j < 2; j++) {
+    const int i = tid + j * 256, r = i / (BK / 4), kk = (i % (BK / 4)) * 4;
+    v[j] = *(const float4 *)(o.base + (r0 + r) * o.stride_r + (k0 + kk));
+  }
+}
+template <int BK, int PITCH>
+TSR_DEVICE void simt_store(float (*tile)[PITCH], int tid, const float4 (&v)[2]) {
 #pragma unroll
-      for (int q = 0; q < 4; q++) {
-        int r, kk;
-        if (o.vec_r) {
-          kk = i / (R / 4);
-          r = (i % (R / 4)) * 4 + q;
-        } else {
-          r = i / (BK / 4);
-          kk = (i % (BK / 4)) * 4 + q;
-        }
-        int64_t gr = r0 + r, gk = k0 + kk;
-        e[q] = gr < o.rows && gk < depth ? o.base[gr * o.stride_r + gk * o.stride_k] : 0.0f;
-      }
-      v[j] = make_float4(e[0], e[1], e[2], e[3]);
-    }
+  for (int j = 0; j < 2; j++) {
+    const int i = tid + j * 256, r = i / (BK / 4), kk = (i % (BK / 4)) * 4;
+    tile[kk][r] = v[j].x;
+    tile[kk + 1][r] = v[j].y;
+    tile[kk + 2][r] = v[j].z;
+    tile[kk + 3][r] = v[j].w;
   }
 }
 
 template <int BK, int PITCH>
-TSR_DEVICE void simt_stash(const simt_operand &o, float (*tile)[PITCH], int tid,
-                           const float4 (&v)[4]) {
+TSR_DEVICE void simt_fetch(const simt_operand &o, float (*tile)[PITCH], int64_t r0, int64_t k0,
+                           int64_t depth, int tid, bool via_registers = false) {
   constexpr int R = 128, THREADS = 256;
+  if (o.vec_r && r0 + R <= o.rows && k0 + BK <= depth) {
 #pragma unroll
-  for (int j = 0; j < R * BK / 4 / THREADS; j++) {
-    int i = tid + j * THREADS;
-    if (o.vec_r) {
-      int kk = i / (R / 4), r = (i % (R / 4)) * 4;
-      *(float4 *)&tile[kk][r] = v[j];
-    } else {
-      int r = i / (BK / 4), kk = (i % (BK / 4)) * 4;
-      tile[kk][r] = v[j].x;
-      tile[kk + 1][r] = v[j].y;
-      tile[kk + 2][r] = v[j].z;
-      tile[kk + 3][r] = v[j].w;
+    for (int j = 0; j < R * BK / 4 / THREADS; j++) { /* 4 consecutive rows at one k */
+      const int i = tid + j * THREADS, kk = i / (R / 4), r = (i % (R / 4)) * 4;
+      tsr_cp_async16(&tile[kk][r], o.base + (r0 + r) + (k0 + kk) * o.stride_k, 16);
     }
+    return;
+  }
+  if (via_registers)
+    return; /* simt_load / simt_store move this slice */
+  /* Element by element: a warp covers 32 consecutive elements along the
+   * operand's unit stride (rows when the row stride is 1, else k). */
+  const bool rows_fast = o.stride_r == 1;
+#pragma unroll
+  for (int j = 0; j < R * BK / THREADS; j++) {
+    const int i = tid + j * THREADS;
+    const int r = rows_fast ? i % R : i / BK, kk = rows_fast ? i / R : i % BK;
+    const int64_t gr = r0 + r, gk = k0 + kk;
+    const bool in = gr < o.rows && gk < depth;
+    tsr_cp_async4(&tile[kk][r], in ? o.base + gr * o.stride_r + gk * o.stride_k : o.base,
+                  in ? 4 : 0);
   }
 }
 
@@ -520,12 +526,10 @@ TSR_DEVICE void gemm_simt16_body(const gemm_params &p) {
   resolve_tile(p, 128, 128, t);
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const bool a_base16 = ((uintptr_t)t.a & 15) == 0, b_base16 = ((uintptr_t)t.b & 15) == 0;
-  simt_operand a = {(const float *)t.a, t.m, p.a_m, p.a_k, false, false};
+  simt_operand a = {(const float *)t.a, t.m, p.a_m, p.a_k, false};
   a.vec_r = a_base16 && p.a_m == 1 && p.a_k != 1 && (p.a_k & 3) == 0;
-  a.vec_k = a_base16 && !a.vec_r && p.a_k == 1 && (p.a_m & 3) == 0;
-  simt_operand b = {(const float *)t.b, p.n, p.b_n, p.b_k, false, false};
+  simt_operand b = {(const float *)t.b, p.n, p.b_n, p.b_k, false};
   b.vec_r = b_base16 && p.b_n == 1 && p.b_k != 1 && (p.b_k & 3) == 0;
-  b.vec_k = b_base16 && !b.vec_r && p.b_k == 1 && (p.b_n & 3) == 0;
   const int64_t k_tiles = (p.k + BK - 1) / BK;
 
   float acc[8][8];
@@ -535,20 +539,32 @@ TSR_DEVICE void gemm_simt16_body(const gemm_params &p) {
     for (int j = 0; j < 8; j++)
       acc[i][j] = 0.0f;
 
-  float4 a_next[4], b_next[4];
+  float4 a_next[2];
   if (k_tiles > 0) {
-    simt_fetch<BK>(a, t.m0, 0, p.k, tid, a_next);
-    simt_fetch<BK>(b, t.n0, 0, p.k, tid, b_next);
-    simt_stash<BK, PITCH>(a, a_tile[0], tid, a_next);
-    simt_stash<BK, PITCH>(b, b_tile[0], tid, b_next);
+    const bool regs = simt_k_rows(a, t.m0, 0, p.k, BK);
+    if (regs) {
+      simt_load<BK>(a, t.m0, 0, tid, a_next);
+      simt_store<BK, PITCH>(a_tile[0], tid, a_next);
+    }
+    simt_fetch<BK, PITCH>(a, a_tile[0], t.m0, 0, p.k, tid, regs);
+    simt_fetch<BK, PITCH>(b, b_tile[0], t.n0, 0, p.k, tid);
   }
+  tsr_cp_async_commit();
+  tsr_cp_async_wait<0>();
   __syncthreads();
   for (int64_t kt = 0; kt < k_tiles; kt++) {
     const int buffer = (int)(kt & 1);
+    /* The other buffer was last read in the previous slice, before the
+     * barrier that ended it. */
+    bool regs = false;
     if (kt + 1 < k_tiles) {
-      simt_fetch<BK>(a, t.m0, (kt + 1) * BK, p.k, tid, a_next);
-      simt_fetch<BK>(b, t.n0, (kt + 1) * BK, p.k, tid, b_next);
+      regs = simt_k_rows(a, t.m0, (kt + 1) * BK, p.k, BK);
+      if (regs)
+        simt_load<BK>(a, t.m0, (kt + 1) * BK, tid, a_next);
+      simt_fetch<BK, PITCH>(a, a_tile[buffer ^ 1], t.m0, (kt + 1) * BK, p.k, tid, regs);
+      simt_fetch<BK, PITCH>(b, b_tile[buffer ^ 1], t.n0, (kt + 1) * BK, p.k, tid);
     }
+    tsr_cp_async_commit();
 #pragma unroll
     for (int kk = 0; kk < BK; kk++) {
       float4 a0 = *(const float4 *)&a_tile[buffer][kk][ty * 4];
@@ -563,10 +579,9 @@ TSR_DEVICE void gemm_simt16_body(const gemm_params &p) {
         for (int j = 0; j < 8; j++)
           acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
     }
-    if (kt + 1 < k_tiles) {
-      simt_stash<BK, PITCH>(a, a_tile[buffer ^ 1], tid, a_next);
-      simt_stash<BK, PITCH>(b, b_tile[buffer ^ 1], tid, b_next);
-    }
+    if (regs)
+      simt_store<BK, PITCH>(a_tile[buffer ^ 1], tid, a_next);
+    tsr_cp_async_wait<0>();
     __syncthreads();
   }
 
@@ -954,8 +969,14 @@ TSR_GEMM_MMA_CONFIGS(TSR_DEFINE_GEMM_MMA_BOTH)
   }
 TSR_GEMM_TF32_CONFIGS(TSR_DEFINE_GEMM_TF32)
 
-TSR_KERNEL void __launch_bounds__(256)
+/* One block an SM (255 registers: no spills) for problems of few tiles, two
+ * (128 registers, a few spilled) where the tiles fill the SMs many times. */
+TSR_KERNEL void __launch_bounds__(256, 1)
     tsr_gemm_simt_f32_128x128x16(TSR_PARAMS(tsr_gpu_gemm_params) p) {
+  gemm_simt16_body(p);
+}
+TSR_KERNEL void __launch_bounds__(256, 2)
+    tsr_gemm_simt_f32_128x128x16_b2(TSR_PARAMS(tsr_gpu_gemm_params) p) {
   gemm_simt16_body(p);
 }
 

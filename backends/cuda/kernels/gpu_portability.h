@@ -187,6 +187,12 @@ TSR_DEVICE void tsr_cp_async16(void *dst, const void *src, int valid_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tsr_smem_address(dst)),
                "l"(src), "r"(valid_bytes));
 }
+/* 4 bytes (valid_bytes 4) or a zero (0): element-wise staging, which may
+ * scatter, e.g. transpose a tile on its way to shared memory. */
+TSR_DEVICE void tsr_cp_async4(void *dst, const void *src, int valid_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(tsr_smem_address(dst)),
+               "l"(src), "r"(valid_bytes));
+}
 TSR_DEVICE void tsr_cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }

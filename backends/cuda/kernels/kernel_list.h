@@ -76,6 +76,7 @@
 #define TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S)                                                  \
   "tsr_gemm_tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
 #define TSR_GEMM_SIMT16_NAME "tsr_gemm_simt_f32_128x128x16"
+#define TSR_GEMM_SIMT16_B2_NAME "tsr_gemm_simt_f32_128x128x16_b2"
 #define TSR_GEMM_STREAM_NAME(dt, W, U) "tsr_gemm_stream_" #dt "_w" #W "_u" #U
 #define TSR_GEMV_K_NAME(dt, R) "tsr_gemv_k_" #dt "_r" #R
 #define TSR_GEMV_N_NAME(dt, R) "tsr_gemv_n_" #dt "_r" #R
