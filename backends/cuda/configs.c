@@ -818,8 +818,9 @@ static void describe_gemm(const cuda_gemm_config *c, char *buf, size_t capacity)
              "true f32 FMA on CUDA cores: block 128x128x%d, 8x8 outputs a thread, cp.async "
              "staging, %s",
              c->bk,
-             c->kernels[0] && strstr(c->kernels[0], "_b2") ? "two blocks an SM (128 registers)"
-                                                           : "one block an SM");
+             c->kernels[0] && strcmp(c->kernels[0], TSR_GEMM_SIMT16_B2_NAME) == 0
+                 ? "two blocks an SM (128 registers)"
+                 : "one block an SM");
     break;
   case CUDA_GEMM_STREAM:
     snprintf(buf, capacity,

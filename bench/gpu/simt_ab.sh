@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Strict f32 SIMT GEMM: a previous build (build-old: lib, bin, share) against
 # this one (build-gpu), gemm_bench (single / 10 queued) per size with the
-# heuristic and with each SIMT variant forced, the suite's f32 row (cuBLASLt
-# beside), cuda_variants, f32 checks and memcheck.
+# heuristic and with each SIMT variant forced, then with B stored [N][K]
+# (trans_b), the suite's f32 row (cuBLASLt beside), cuda_variants, f32
+# checks and memcheck.
 set -uo pipefail
 sizes="1024 1536 1793 2048 3072 4096 8192"
 for b in build-old build-gpu; do
@@ -12,6 +13,10 @@ for b in build-old build-gpu; do
     variants=heuristic
     [ $b = build-gpu ] && variants="heuristic simt_128x128x16 simt_128x128x16_b2"
     GEMM_DTYPE=f32 timeout 120 $b/bin/gemm_bench gemm $n $n $n $variants | sed "s/^/$b /"
+  done
+  for n in ${TRANS_B_SIZES:-1024 1793 4096}; do # B stored [N][K]
+    GEMM_DTYPE=f32 GEMM_TRANS_B=1 timeout 120 $b/bin/gemm_bench gemm $n $n $n heuristic |
+      sed "s/^/$b trans_b /"
   done
   timeout 120 $b/bin/tessera bench --suite cuda --op gemm --shape 4096x4096x4096 2>&1 |
     grep -E "^gemm +f32|f32 4096x4096x4096: tessera" | sed "s/^/$b suite: /"

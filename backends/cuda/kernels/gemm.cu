@@ -450,25 +450,26 @@ TSR_DEVICE void gemm_tc_body(const gemm_params &p) {
 /* 128x128 tiles, 16 deep, 8x8 outputs a thread. Each K slice goes to
  * shared memory ([k][row] for both operands), double-buffered, one barrier a
  * slice: cp.async of 16 bytes where the tile lies inside the matrices and the
- * operand's rows are unit-stride and aligned; A's K-contiguous rows through
+ * operand's rows are unit-stride and aligned; K-contiguous rows through
  * registers (16-byte loads, transposed by 4 scalar stores after the slice's
  * products); anything else element by element with 4-byte cp.async, zero-
- * filled outside the matrices. Holding only A's next slice in registers
- * lets a thread fit 128 registers (a few spilled), so two blocks share an
- * SM (the _b2 kernel): with one block and the whole next slice in registers
- * (255) each scheduler had two warps and issued on 69% of cycles (ncu:
- * fixed-latency and dispatch stalls unhidden; bench/notes/cuda-gemm-small.md). */
+ * filled outside the matrices. With only the K-contiguous rows' next slice
+ * in registers a thread fits 128 registers (some spilled), so two blocks
+ * share an SM (the _b2 kernel): with one block and the whole next slice in
+ * registers (255) each scheduler had two warps and issued on 69% of cycles
+ * (ncu: fixed-latency and dispatch stalls unhidden;
+ * bench/notes/cuda-gemm-small.md). */
 struct simt_operand {
   const float *base;
   int64_t rows, stride_r, stride_k; /* rows: M of A or N of B */
   bool vec_r;                       /* 16-byte copies along rows (unit row stride, aligned) */
+  bool vec_k; /* 16-byte loads along k (unit k stride, aligned): through registers */
 };
 
 /* K-contiguous rows inside the matrices: 16-byte loads into registers, 4
  * scalar shared stores after the slice's products (the transpose). */
 TSR_DEVICE bool simt_k_rows(const simt_operand &o, int64_t r0, int64_t k0, int64_t depth, int bk) {
-  return !o.vec_r && o.stride_k == 1 && ((uintptr_t)o.base & 15) == 0 && (o.stride_r & 3) == 0 &&
-         r0 + 128 <= o.rows && k0 + bk <= depth;
+  return o.vec_k && r0 + 128 <= o.rows && k0 + bk <= depth;
 }
 template <int BK>
 TSR_DEVICE void simt_load(const simt_operand &o, int64_t r0, int64_t k0, int tid, float4 (&v)[2]) {
@@ -526,10 +527,12 @@ TSR_DEVICE void gemm_simt16_body(const gemm_params &p) {
   resolve_tile(p, 128, 128, t);
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const bool a_base16 = ((uintptr_t)t.a & 15) == 0, b_base16 = ((uintptr_t)t.b & 15) == 0;
-  simt_operand a = {(const float *)t.a, t.m, p.a_m, p.a_k, false};
+  simt_operand a = {(const float *)t.a, t.m, p.a_m, p.a_k, false, false};
   a.vec_r = a_base16 && p.a_m == 1 && p.a_k != 1 && (p.a_k & 3) == 0;
-  simt_operand b = {(const float *)t.b, p.n, p.b_n, p.b_k, false};
+  a.vec_k = a_base16 && !a.vec_r && p.a_k == 1 && (p.a_m & 3) == 0;
+  simt_operand b = {(const float *)t.b, p.n, p.b_n, p.b_k, false, false};
   b.vec_r = b_base16 && p.b_n == 1 && p.b_k != 1 && (p.b_k & 3) == 0;
+  b.vec_k = b_base16 && !b.vec_r && p.b_k == 1 && (p.b_n & 3) == 0;
   const int64_t k_tiles = (p.k + BK - 1) / BK;
 
   float acc[8][8];
@@ -539,15 +542,19 @@ TSR_DEVICE void gemm_simt16_body(const gemm_params &p) {
     for (int j = 0; j < 8; j++)
       acc[i][j] = 0.0f;
 
-  float4 a_next[2];
+  float4 a_next[2], b_next[2];
   if (k_tiles > 0) {
-    const bool regs = simt_k_rows(a, t.m0, 0, p.k, BK);
-    if (regs) {
+    const bool a_regs = simt_k_rows(a, t.m0, 0, p.k, BK), b_regs = simt_k_rows(b, t.n0, 0, p.k, BK);
+    if (a_regs) {
       simt_load<BK>(a, t.m0, 0, tid, a_next);
       simt_store<BK, PITCH>(a_tile[0], tid, a_next);
     }
-    simt_fetch<BK, PITCH>(a, a_tile[0], t.m0, 0, p.k, tid, regs);
-    simt_fetch<BK, PITCH>(b, b_tile[0], t.n0, 0, p.k, tid);
+    if (b_regs) {
+      simt_load<BK>(b, t.n0, 0, tid, b_next);
+      simt_store<BK, PITCH>(b_tile[0], tid, b_next);
+    }
+    simt_fetch<BK, PITCH>(a, a_tile[0], t.m0, 0, p.k, tid, a_regs);
+    simt_fetch<BK, PITCH>(b, b_tile[0], t.n0, 0, p.k, tid, b_regs);
   }
   tsr_cp_async_commit();
   tsr_cp_async_wait<0>();
@@ -556,13 +563,17 @@ TSR_DEVICE void gemm_simt16_body(const gemm_params &p) {
     const int buffer = (int)(kt & 1);
     /* The other buffer was last read in the previous slice, before the
      * barrier that ended it. */
-    bool regs = false;
+    bool a_regs = false, b_regs = false;
     if (kt + 1 < k_tiles) {
-      regs = simt_k_rows(a, t.m0, (kt + 1) * BK, p.k, BK);
-      if (regs)
-        simt_load<BK>(a, t.m0, (kt + 1) * BK, tid, a_next);
-      simt_fetch<BK, PITCH>(a, a_tile[buffer ^ 1], t.m0, (kt + 1) * BK, p.k, tid, regs);
-      simt_fetch<BK, PITCH>(b, b_tile[buffer ^ 1], t.n0, (kt + 1) * BK, p.k, tid);
+      const int64_t k1 = (kt + 1) * BK;
+      a_regs = simt_k_rows(a, t.m0, k1, p.k, BK);
+      b_regs = simt_k_rows(b, t.n0, k1, p.k, BK);
+      if (a_regs)
+        simt_load<BK>(a, t.m0, k1, tid, a_next);
+      if (b_regs)
+        simt_load<BK>(b, t.n0, k1, tid, b_next);
+      simt_fetch<BK, PITCH>(a, a_tile[buffer ^ 1], t.m0, k1, p.k, tid, a_regs);
+      simt_fetch<BK, PITCH>(b, b_tile[buffer ^ 1], t.n0, k1, p.k, tid, b_regs);
     }
     tsr_cp_async_commit();
 #pragma unroll
@@ -579,8 +590,10 @@ TSR_DEVICE void gemm_simt16_body(const gemm_params &p) {
         for (int j = 0; j < 8; j++)
           acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
     }
-    if (regs)
+    if (a_regs)
       simt_store<BK, PITCH>(a_tile[buffer ^ 1], tid, a_next);
+    if (b_regs)
+      simt_store<BK, PITCH>(b_tile[buffer ^ 1], tid, b_next);
     tsr_cp_async_wait<0>();
     __syncthreads();
   }
@@ -969,7 +982,7 @@ TSR_GEMM_MMA_CONFIGS(TSR_DEFINE_GEMM_MMA_BOTH)
   }
 TSR_GEMM_TF32_CONFIGS(TSR_DEFINE_GEMM_TF32)
 
-/* One block an SM (255 registers: no spills) for problems of few tiles, two
+/* One block an SM (207 registers, no spills) for problems of few tiles, two
  * (128 registers, a few spilled) where the tiles fill the SMs many times. */
 TSR_KERNEL void __launch_bounds__(256, 1)
     tsr_gemm_simt_f32_128x128x16(TSR_PARAMS(tsr_gpu_gemm_params) p) {
