@@ -25,6 +25,8 @@ variants=(
   "mma_load_uvec4             mma_load.comp -DSH_UVEC4=1 -DB_COLMAJOR=0"
   "mma_load_f16_bcol          mma_load.comp -DSH_UVEC4=0 -DB_COLMAJOR=1"
   "mma_load_uvec4_bcol        mma_load.comp -DSH_UVEC4=1 -DB_COLMAJOR=1"
+  "mma_load16_uvec4           mma_load.comp -DSH_UVEC4=1 -DB_COLMAJOR=0 -DB_N=16"
+  "mma_load16_uvec4_bcol      mma_load.comp -DSH_UVEC4=1 -DB_COLMAJOR=1 -DB_N=16"
   "mma_gload_uvec4            mma_load.comp -DSH_UVEC4=1 -DB_COLMAJOR=0 -DSRC_GLOBAL=1"
   "mma_gload_uvec4_bcol       mma_load.comp -DSH_UVEC4=1 -DB_COLMAJOR=1 -DSRC_GLOBAL=1"
 )

@@ -1,7 +1,14 @@
 /* coopmat_peak: raw throughput of cooperative-matrix multiply-add (VK_NV_cooperative_matrix)
  * and of plain f32 FMA, one compute shader at a time, timed with timestamp queries.
  *
- *   coopmat_peak [--device N] [--allow-cpu] [--groups N] [--iters N] FILE.spv:FLOP[:ITERS]...
+ *   coopmat_peak [--device N] [--allow-cpu] [--groups N] [--iters N] [--dump DIR]
+ *                FILE.spv:FLOP[:ITERS]...
+ *   coopmat_peak --carve FILE DIR
+ *
+ * --dump DIR writes, per shader, the driver's pipeline cache (DIR/NAME.cache), every ELF object
+ * found in it (DIR/NAME.N.elf: on NVIDIA the compiled machine code, for nvdisasm) and the
+ * driver's internal representations where it offers any (DIR/NAME.eE.rR.txt). --carve does the
+ * ELF search alone on any file, e.g. tessera's pipeline cache.
  *
  * FLOP: floating-point operations one workgroup does per loop iteration (2 per multiply-add).
  * Each shader has one storage buffer at set 0 binding 0, of which every workgroup owns a 64 KiB
@@ -50,7 +57,7 @@ typedef VkResult(VKAPI_PTR *PFN_KhrCoopMatProps)(VkPhysicalDevice, uint32_t *, K
   X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch) \
   X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp) X(vkCreateQueryPool) X(vkDestroyQueryPool) \
   X(vkGetQueryPoolResults) X(vkCreateFence) X(vkDestroyFence) X(vkResetFences) X(vkWaitForFences) \
-  X(vkQueueSubmit)
+  X(vkQueueSubmit) X(vkCreatePipelineCache) X(vkDestroyPipelineCache) X(vkGetPipelineCacheData)
 // clang-format on
 #define DECLARE(f) static PFN_##f f;
 INSTANCE_FNS(DECLARE)
@@ -139,6 +146,94 @@ static bool read_spirv(const char *path, Spirv *s) {
   return ok;
 }
 
+static void write_file(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(data, 1, n, f) != n || fclose(f))
+    die("cannot write ", path);
+}
+
+/* Writes every 64-bit ELF object inside data[0..n) to DIR/NAME.N.elf; its length is where its
+ * section header table ends (e_shoff + e_shnum * e_shentsize). Returns how many it wrote. */
+static int carve_elfs(const unsigned char *data, size_t n, const char *dir, const char *name) {
+  int found = 0;
+  for (size_t i = 0; i + 64 <= n; i++) {
+    if (memcmp(data + i,
+               "\x7f"
+               "ELF\x02\x01",
+               6))
+      continue;
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, data + i + 40, 8);
+    memcpy(&shentsize, data + i + 58, 2);
+    memcpy(&shnum, data + i + 60, 2);
+    uint64_t len = shoff + (uint64_t)shnum * shentsize;
+    if (shentsize != 64 || len > n - i || len < 64)
+      continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.%d.elf", dir, name, found++);
+    write_file(path, data + i, (size_t)len);
+    printf("  ELF object of %llu bytes at offset %zu: %s\n", (unsigned long long)len, i, path);
+    i += (size_t)len - 1;
+  }
+  return found;
+}
+
+static int carve_file(const char *path, const char *dir) {
+  FILE *f = fopen(path, "rb");
+  long n = f && !fseek(f, 0, SEEK_END) ? ftell(f) : -1;
+  unsigned char *data = n > 0 ? malloc((size_t)n) : NULL;
+  if (!data || fseek(f, 0, SEEK_SET) || fread(data, 1, (size_t)n, f) != (size_t)n)
+    die("cannot read ", path);
+  fclose(f);
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  int found = carve_elfs(data, (size_t)n, dir, base);
+  printf("%s: %d ELF object(s)\n", path, found);
+  free(data);
+  return found ? 0 : 1;
+}
+
+/* The driver's internal representations of every executable (text ones as text). */
+static void dump_representations(VkDevice dev, VkPipeline pipe, const char *dir, const char *name) {
+  PFN_vkGetPipelineExecutablePropertiesKHR vkGetPipelineExecutablePropertiesKHR;
+  PFN_vkGetPipelineExecutableInternalRepresentationsKHR get_ir;
+  LOAD_D(dev, vkGetPipelineExecutablePropertiesKHR)
+  get_ir = (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)vkGetDeviceProcAddr(
+      dev, "vkGetPipelineExecutableInternalRepresentationsKHR");
+  if (!get_ir)
+    return;
+  VkPipelineInfoKHR pinfo = {ST(PIPELINE_INFO_KHR), .pipeline = pipe};
+  uint32_t nex = 0;
+  CHECK(vkGetPipelineExecutablePropertiesKHR(dev, &pinfo, &nex, NULL));
+  for (uint32_t e = 0; e < nex; e++) {
+    VkPipelineExecutableInfoKHR einfo = {ST(PIPELINE_EXECUTABLE_INFO_KHR), .pipeline = pipe,
+                                         .executableIndex = e};
+    uint32_t nr = 0;
+    CHECK(get_ir(dev, &einfo, &nr, NULL));
+    VkPipelineExecutableInternalRepresentationKHR *ir = calloc(nr + 1, sizeof *ir);
+    for (uint32_t r = 0; r < nr; r++)
+      ir[r] = (VkPipelineExecutableInternalRepresentationKHR){
+          ST(PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR)};
+    CHECK(get_ir(dev, &einfo, &nr, ir)); /* sizes */
+    for (uint32_t r = 0; r < nr; r++)
+      ir[r].pData = malloc(ir[r].dataSize + 1);
+    CHECK(get_ir(dev, &einfo, &nr, ir));
+    for (uint32_t r = 0; r < nr; r++) {
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s.e%u.r%u.%s", dir, name, e, r,
+               ir[r].isText ? "txt" : "bin");
+      write_file(path, ir[r].pData,
+                 ir[r].isText && ir[r].dataSize ? ir[r].dataSize - 1 : ir[r].dataSize);
+      printf("  internal representation %u of executable %u: %s (%s), %zu bytes: %s\n", r, e,
+             ir[r].name, ir[r].description, ir[r].dataSize, path);
+      free(ir[r].pData);
+    }
+    if (!nr)
+      printf("  executable %u: the driver gives no internal representations\n", e);
+    free(ir);
+  }
+}
+
 static void print_statistics(VkDevice dev, VkPipeline pipe) {
   PFN_vkGetPipelineExecutablePropertiesKHR vkGetPipelineExecutablePropertiesKHR;
   PFN_vkGetPipelineExecutableStatisticsKHR vkGetPipelineExecutableStatisticsKHR;
@@ -187,7 +282,10 @@ int main(int argc, char **argv) {
   int want = -1, nsh = 0;
   bool allow_cpu = false;
   uint32_t groups = 0, iters = 16384; /* ~2-8 ms per coopmat dispatch on an H100 */
+  const char *dump = NULL;
   char **shaders = calloc((size_t)argc, sizeof *shaders);
+  if (argc == 4 && !strcmp(argv[1], "--carve"))
+    return carve_file(argv[2], argv[3]);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc)
       want = atoi(argv[++i]);
@@ -195,11 +293,13 @@ int main(int argc, char **argv) {
       groups = (uint32_t)strtoul(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
       iters = (uint32_t)strtoul(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
+      dump = argv[++i];
     else if (!strcmp(argv[i], "--allow-cpu"))
       allow_cpu = true;
     else if (argv[i][0] == '-')
       die("usage: coopmat_peak [--device N] [--allow-cpu] [--groups N] [--iters N] ",
-          "FILE.spv:FLOP_PER_WORKGROUP_PER_ITER[:ITERS]...");
+          "[--dump DIR] FILE.spv:FLOP_PER_WORKGROUP_PER_ITER[:ITERS]... | --carve FILE DIR");
     else
       shaders[nsh++] = argv[i];
   }
@@ -510,14 +610,38 @@ int main(int argc, char **argv) {
         ST(PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO), .requiredSubgroupSize = 32};
     VkComputePipelineCreateInfo cpi = {
         ST(COMPUTE_PIPELINE_CREATE_INFO),
-        .flags = has_exec ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
+        .flags = has_exec
+                     ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR |
+                           (dump ? VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR : 0)
+                     : 0,
         .stage = {ST(PIPELINE_SHADER_STAGE_CREATE_INFO), .pNext = req32 ? &rss : NULL,
                   .flags = full ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main"},
         .layout = pl};
     VkPipeline pipe;
-    VkResult r = vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cpi, NULL, &pipe);
+    /* A cache of its own per shader, so that --dump finds this pipeline's code alone in it. */
+    VkPipelineCacheCreateInfo pcci = {ST(PIPELINE_CACHE_CREATE_INFO)};
+    VkPipelineCache cache = VK_NULL_HANDLE;
+    if (dump)
+      CHECK(vkCreatePipelineCache(dev, &pcci, NULL, &cache));
+    VkResult r = vkCreateComputePipelines(dev, cache, 1, &cpi, NULL, &pipe);
     vkDestroyShaderModule(dev, mod, NULL);
+    if (dump && r == VK_SUCCESS) {
+      size_t n = 0;
+      CHECK(vkGetPipelineCacheData(dev, cache, &n, NULL));
+      unsigned char *data = malloc(n + 1);
+      CHECK(vkGetPipelineCacheData(dev, cache, &n, data));
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s.cache", dump, name);
+      write_file(path, data, n);
+      printf("%s: pipeline cache %zu bytes, %d ELF object(s)\n", name, n,
+             carve_elfs(data, n, dump, name));
+      free(data);
+      if (has_exec)
+        dump_representations(dev, pipe, dump, name);
+    }
+    if (dump)
+      vkDestroyPipelineCache(dev, cache, NULL);
     if (r != VK_SUCCESS) { /* e.g. a shape the driver does not run: report, go on */
       printf("FAIL   %-28s vkCreateComputePipelines: VkResult %d %s\n", name, r, result_name(r));
       status = 1;

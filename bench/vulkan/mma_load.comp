@@ -6,6 +6,9 @@
 //   SH_UVEC4   0: the shared tile is float16_t[]; 1: uvec4[] (the GEMM's type,
 //              offsets and strides then count 16-byte units)
 //   B_COLMAJOR 1: B fragments loaded column-major (B stored [n][k])
+//   B_N        8 (default): B fragments 16x8, 32 16x8x16 MulAdds; 16: B
+//              fragments 16x16, 4 of them and 16 16x16x16 MulAdds (the same
+//              FLOP and bytes, half the instructions; VK_NV only)
 //   SRC_GLOBAL 1: the fragments come from the workgroup's own 8 KiB of the
 //              storage buffer (L1-resident after the first pass) instead of
 //              shared memory; needs SH_UVEC4 1. Its contents are whatever the
@@ -22,6 +25,9 @@
 #endif
 #ifndef B_COLMAJOR
 #define B_COLMAJOR 0
+#endif
+#ifndef B_N
+#define B_N 8
 #endif
 #ifndef SRC_GLOBAL
 #define SRC_GLOBAL 0
@@ -68,27 +74,28 @@ void main() {
 #define SRC tile
 #define AT(h) UNIT(h)
 #endif
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[32];
-  [[unroll]] for (uint t = 0u; t < 32u; t++)
-    acc[t] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+  const uint NB = 64u / B_N; // B fragments per k half
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, B_N> acc[4u * NB];
+  [[unroll]] for (uint t = 0u; t < 4u * NB; t++)
+    acc[t] = fcoopmatNV<32, gl_ScopeSubgroup, 16, B_N>(0.0);
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4];
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> fb[8];
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, B_N> fb[NB];
   for (uint it = 0u; it < iters; it++) {
     uint kk = (it & 1u) * 16u; // alternate k halves: the loads cannot be hoisted
     [[unroll]] for (uint i = 0u; i < 4u; i++)
       coopMatLoadNV(fa[i], SRC, AT(i * 16u * A_LINE + kk), UNIT(A_LINE), false);
-    [[unroll]] for (uint j = 0u; j < 8u; j++) {
+    [[unroll]] for (uint j = 0u; j < NB; j++) {
       if (B_COLMAJOR != 0)
-        coopMatLoadNV(fb[j], SRC, AT(B_OFF + j * 8u * B_LINE + kk), UNIT(B_LINE), true);
+        coopMatLoadNV(fb[j], SRC, AT(B_OFF + j * B_N * B_LINE + kk), UNIT(B_LINE), true);
       else
-        coopMatLoadNV(fb[j], SRC, AT(B_OFF + kk * B_LINE + j * 8u), UNIT(B_LINE), false);
+        coopMatLoadNV(fb[j], SRC, AT(B_OFF + kk * B_LINE + j * B_N), UNIT(B_LINE), false);
     }
     [[unroll]] for (uint i = 0u; i < 4u; i++)
-      [[unroll]] for (uint j = 0u; j < 8u; j++)
-        acc[i * 8u + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * 8u + j]);
+      [[unroll]] for (uint j = 0u; j < NB; j++)
+        acc[i * NB + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * NB + j]);
   }
   // 32 accumulators of 128 floats per subgroup: the workgroup's 64 KiB slice.
   uint base = gl_WorkGroupID.x * 16384u + gl_SubgroupID * 4096u;
-  [[unroll]] for (uint t = 0u; t < 32u; t++)
-    coopMatStoreNV(acc[t], outbuf.data, base + t * 128u, 8u, false);
+  [[unroll]] for (uint t = 0u; t < 4u * NB; t++)
+    coopMatStoreNV(acc[t], outbuf.data, base + t * 16u * B_N, B_N, false);
 }

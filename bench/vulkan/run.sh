@@ -30,6 +30,8 @@ exec "$out/coopmat_peak" "$@" \
   "$out/mma_load_uvec4.spv:524288:4096" \
   "$out/mma_load_f16_bcol.spv:524288:4096" \
   "$out/mma_load_uvec4_bcol.spv:524288:4096" \
+  "$out/mma_load16_uvec4.spv:524288:4096" \
+  "$out/mma_load16_uvec4_bcol.spv:524288:4096" \
   "$out/mma_gload_uvec4.spv:524288:4096" \
   "$out/mma_gload_uvec4_bcol.spv:524288:4096" \
   "$out/fma_f32_peak.spv:16384:${FMA_ITERS:-32768}"
