@@ -148,7 +148,7 @@ static tsr_status create_logical_device(vulkan_device *device) {
                                    .pNext = &has12};
   l->vkGetPhysicalDeviceFeatures2(p->physical, &has);
 
-  const char *extensions[6];
+  const char *extensions[5];
   uint32_t extension_count = 0;
   extensions[extension_count++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
   bool vk13 = VK_API_VERSION_MINOR(p->api_version) >= 3 || VK_API_VERSION_MAJOR(p->api_version) > 1;
@@ -159,8 +159,6 @@ static tsr_status create_logical_device(vulkan_device *device) {
   if (p->coopmat_nv &&
       device_has_extension(plugin, p->physical, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
     extensions[extension_count++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
-  if (p->sm_builtins) /* the SM-paired GEMM (gemm_coopmat.comp) */
-    extensions[extension_count++] = VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME;
   /* Diagnosis: the compiler's statistics of every pipeline (pipeline.c). */
   const char *want_stats = getenv("TESSERA_VULKAN_PIPELINE_STATS");
   device->pipeline_stats =
@@ -205,13 +203,6 @@ static tsr_status create_logical_device(vulkan_device *device) {
   if (p->coopmat_nv) {
     *tail = &fnv;
     tail = &fnv.pNext;
-  }
-  VkPhysicalDeviceShaderSMBuiltinsFeaturesNV fsm = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV,
-      .shaderSMBuiltins = VK_TRUE};
-  if (p->sm_builtins) {
-    *tail = &fsm;
-    tail = &fsm.pNext;
   }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,

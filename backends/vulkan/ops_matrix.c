@@ -69,23 +69,19 @@ typedef struct vulkan_gemm_config {
   uint32_t tm, tn;     /* simt */
   uint32_t sg_m, sg_n; /* coopmat */
   uint32_t wm, wn;     /* coopmat: 16x16 tiles per subgroup */
-  bool sm_paired;      /* coopmat: persistent, two workgroups per SM share A (NVIDIA) */
-  bool l1_prefetch;    /* coopmat: step s+2 touched into L1 (experiment) */
 } vulkan_gemm_config;
 
 static const vulkan_gemm_config gemm_configs[] = {
-    {"simt_32x32x16_4x4", GEMM_SIMT, 32, 32, 16, 4, 4, 0, 0, 0, 0, false, false},
-    {"simt_64x64x16_4x4", GEMM_SIMT, 64, 64, 16, 4, 4, 0, 0, 0, 0, false, false},
-    {"simt_64x64x16_8x8", GEMM_SIMT, 64, 64, 16, 8, 8, 0, 0, 0, 0, false, false},
-    {"simt_128x64x16_8x8", GEMM_SIMT, 128, 64, 16, 8, 8, 0, 0, 0, 0, false, false},
-    {"simt_128x128x8_8x8", GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 0, 0, false, false},
-    {"simt_128x128x16_8x8", GEMM_SIMT, 128, 128, 16, 8, 8, 0, 0, 0, 0, false, false},
-    {"coopmat_64x64x32_2x2", GEMM_COOPMAT, 64, 64, 32, 0, 0, 2, 2, 2, 2, false, false},
-    {"coopmat_128x64x32_2x2", GEMM_COOPMAT, 128, 64, 32, 0, 0, 2, 2, 4, 2, false, false},
-    {"coopmat_128x128x32_2x2", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 2, 4, 4, false, false},
-    {"coopmat_128x128x32_2x4", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 4, 4, 2, false, false},
-    {"coopmat_128x128x32_2x2_smpair", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 2, 4, 4, true, false},
-    {"coopmat_128x128x32_2x2_pf", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 2, 4, 4, false, true},
+    {"simt_32x32x16_4x4", GEMM_SIMT, 32, 32, 16, 4, 4, 0, 0, 0, 0},
+    {"simt_64x64x16_4x4", GEMM_SIMT, 64, 64, 16, 4, 4, 0, 0, 0, 0},
+    {"simt_64x64x16_8x8", GEMM_SIMT, 64, 64, 16, 8, 8, 0, 0, 0, 0},
+    {"simt_128x64x16_8x8", GEMM_SIMT, 128, 64, 16, 8, 8, 0, 0, 0, 0},
+    {"simt_128x128x8_8x8", GEMM_SIMT, 128, 128, 8, 8, 8, 0, 0, 0, 0},
+    {"simt_128x128x16_8x8", GEMM_SIMT, 128, 128, 16, 8, 8, 0, 0, 0, 0},
+    {"coopmat_64x64x32_2x2", GEMM_COOPMAT, 64, 64, 32, 0, 0, 2, 2, 2, 2},
+    {"coopmat_128x64x32_2x2", GEMM_COOPMAT, 128, 64, 32, 0, 0, 2, 2, 4, 2},
+    {"coopmat_128x128x32_2x2", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 2, 4, 4},
+    {"coopmat_128x128x32_2x4", GEMM_COOPMAT, 128, 128, 32, 0, 0, 2, 4, 4, 2},
 };
 enum { GEMM_CONFIGS = sizeof gemm_configs / sizeof gemm_configs[0] };
 
@@ -299,10 +295,9 @@ static void gemm_describe(const vulkan_device_props *p, const vulkan_gemm_config
   else
     snprintf(out, capacity,
              "%s cooperative matrix 16x8x16 f16->f32: %ux%u tile, k step %u, %ux%u subgroups "
-             "of %ux%u 16x16 blocks, %u B shared%s",
+             "of %ux%u 16x16 blocks, %u B shared",
              coopmat_route_of(p) == COOPMAT_KHR ? "KHR" : "NV", c->bm, c->bn, c->bk, c->sg_m,
-             c->sg_n, c->wm, c->wn, gemm_shared_bytes(c),
-             c->sm_paired ? "; persistent, SM pairs share A" : "");
+             c->sg_n, c->wm, c->wn, gemm_shared_bytes(c));
 }
 
 static tsr_status gemm_variants(const vulkan_device *device, const gemm_problem *g,
@@ -356,8 +351,6 @@ static tsr_status gemm_variants(const vulkan_device *device, const gemm_problem 
     if (c->kind == GEMM_SIMT && !(t->simt_mask & (1u << i)))
       continue;
     if (c->kind == GEMM_COOPMAT && !coop)
-      continue;
-    if (c->sm_paired && (!p->sm_builtins || g->grouped))
       continue;
     if (!gemm_config_fits(p, c) || !gemm_grid_fits(p, g, c))
       continue;
@@ -761,29 +754,14 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
         b_nfast ? (push.b_sk % 8 == 0 && push.b_sb % 8 == 0 && first[1] % 8 == 0 && g->n % 8 == 0)
                 : (push.b_sn % 8 == 0 && push.b_sb % 8 == 0 && first[1] % 8 == 0 && g->k % 8 == 0 &&
                    push.b_sk == 1);
-    snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u%s", c->bm, c->bn, c->sg_m, c->sg_n,
-             c->sm_paired     ? "_smpair"
-             : c->l1_prefetch ? "_pf"
-                              : "");
+    snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u", c->bm, c->bn, c->sg_m, c->sg_n);
     /* Diagnosis only: TESSERA_VULKAN_COOPMAT_PROBE (gemm_coopmat.comp). */
     const char *probe = getenv("TESSERA_VULKAN_COOPMAT_PROBE");
-    uint32_t spec[16] = {threads,
-                         c->bm,
-                         c->bn,
-                         c->bk,
-                         c->sg_m,
-                         c->sg_n,
-                         c->wm,
-                         c->wn,
-                         a_kfast,
-                         b_nfast,
-                         a_vec,
-                         b_vec,
-                         g->out_f32,
-                         g->grouped,
-                         probe ? (uint32_t)atoi(probe) : 0u,
-                         props->compute_units};
-    status = coopmat_pipeline(device, name, spec, c->sm_paired ? 16 : 15, &pipeline);
+    uint32_t spec[15] = {
+        threads, c->bm, c->bn,      c->bk,      c->sg_m,
+        c->sg_n, c->wm, c->wn,      a_kfast,    b_nfast,
+        a_vec,   b_vec, g->out_f32, g->grouped, probe ? (uint32_t)atoi(probe) : 0u};
+    status = coopmat_pipeline(device, name, spec, 15, &pipeline);
   }
   if (status != TSR_OK)
     return status;
@@ -791,23 +769,6 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
   gemm_grid(g, c, grid);
   if (grid[0] == 0)
     return TSR_OK;
-  if (c->sm_paired) {
-    /* Per-SM queue counters, zero (binding 5); two workgroups per SM, each
-     * running tiles until every queue is empty. */
-    static const uint32_t zeros[1024];
-    uint32_t queues = props->compute_units;
-    uint64_t tiles = grid[0] * grid[1] * grid[2];
-    if (queues > sizeof zeros / sizeof zeros[0] || tiles > UINT32_MAX) {
-      vulkan_set_error(device->plugin, "vulkan: gemm: %u SMs or %llu tiles: too many for %s",
-                       queues, (unsigned long long)tiles, c->name);
-      return TSR_ERROR_UNSUPPORTED;
-    }
-    status = vulkan_queue_upload(queue, zeros, queues * 4, &bind[BIND_GROUPS]);
-    if (status != TSR_OK)
-      return status;
-    grid[0] = tiles < 2 * (uint64_t)queues ? tiles : 2 * (uint64_t)queues;
-    grid[1] = grid[2] = 1;
-  }
   return vulkan_dispatch(queue, pipeline, bind, n_bind, &push, sizeof push, (uint32_t)grid[0],
                          (uint32_t)grid[1], (uint32_t)grid[2]);
 }

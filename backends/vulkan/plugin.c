@@ -292,17 +292,10 @@ static bool read_device(vulkan_plugin *plugin, VkPhysicalDevice physical, vulkan
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f11};
   VkPhysicalDeviceSubgroupSizeControlFeaturesEXT fsize = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
-  VkPhysicalDeviceShaderSMBuiltinsFeaturesNV fsm = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV};
   VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                         .pNext = &f12};
-  void **feature_tail = &f11.pNext;
-  if (size_control) {
-    *feature_tail = &fsize;
-    feature_tail = &fsize.pNext;
-  }
-  if (has_sm)
-    *feature_tail = &fsm;
+  if (size_control)
+    f11.pNext = &fsize;
   l->vkGetPhysicalDeviceFeatures2(physical, &features);
   if (!f12.timelineSemaphore) {
     snprintf(why, capacity, "no timeline semaphores");
@@ -315,7 +308,6 @@ static bool read_device(vulkan_plugin *plugin, VkPhysicalDevice physical, vulkan
   p->shader_int64 = features.features.shaderInt64;
   p->subgroup_size_control =
       size_control && fsize.subgroupSizeControl && fsize.computeFullSubgroups;
-  p->sm_builtins = has_sm && fsm.shaderSMBuiltins && p->compute_units > 0;
 
   /* Memory: the largest device-local heap. */
   VkPhysicalDeviceMemoryProperties memory;

@@ -106,7 +106,6 @@ typedef struct vulkan_device_props {
   bool storage_16bit;         /* storageBuffer16BitAccess */
   bool shader_int16, shader_int64;
   bool coopmat_khr, coopmat_nv; /* VK_KHR_ / VK_NV_cooperative_matrix enabled */
-  bool sm_builtins;             /* VK_NV_shader_sm_builtins with shaderSMBuiltins */
   uint32_t coopmat_khr_count, coopmat_nv_count;
   vulkan_coopmat_shape coopmat_khr_shapes[VULKAN_MAX_COOPMAT_SHAPES];
   vulkan_coopmat_shape coopmat_nv_shapes[VULKAN_MAX_COOPMAT_SHAPES];

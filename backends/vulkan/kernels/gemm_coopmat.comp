@@ -25,19 +25,6 @@
 // @variant f16_128x128_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=4
 // @variant f16_128x128_2x4 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=4 -DWM_C=4 -DWN_C=2
 // @variant f16_128x64_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=2
-// @variant f16_128x128_2x2_pf -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=4 -DL1_PREFETCH=1
-// L1_PREFETCH: while step s+1 is loaded into registers, one 2-byte load per
-// 32-byte sector of step s+2's A and B tiles (K-fast A, N-fast B only)
-// brings them into L1, so that the next step's 16-byte loads find them
-// there; the values go into a sink that decides nothing.
-// @variant f16_128x128_2x2_smpair -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=4 -DSM_PAIRED=1
-// SM_PAIRED (NVIDIA, VK_NV_shader_sm_builtins): persistent workgroups, two
-// per SM, each taking tiles from its SM's queue (binding 5: one counter per
-// queue, zero at dispatch) and then from the others'. A queue's tiles are
-// consecutive along N, so the two workgroups of an SM work on neighbouring
-// tiles of one A panel at about the same time and the second finds A in L1:
-// the point is to halve A's traffic from L2, which bounds 128x128 tiles
-// (bench/notes/vulkan-matrix.md).
 // (16-deep k steps, with 128x128 and 128x256 / 256x128 tiles, ran correctly
 // but slower on the H100 and were dropped: bench/notes/vulkan-matrix.md.)
 #extension GL_NV_cooperative_matrix : require
@@ -45,9 +32,6 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
-#if SM_PAIRED
-#extension GL_NV_shader_sm_builtins : require
-#endif
 #include "gemm_common.glsl"
 
 const uint SG_M = SG_M_C, SG_N = SG_N_C; // subgroups along m and n
@@ -65,8 +49,6 @@ layout(constant_id = 13) const uint GROUPED = 0;
 // 2 the multiplies, 4 the barrier of the k loop, 8 the second shared stage,
 // 16 the epilogue.
 layout(constant_id = 14) const uint PROBE = 0;
-// SM_PAIRED: the number of queues (the device's SMs).
-layout(constant_id = 15) const uint QUEUES = 1;
 
 const uint WG = SG_M * SG_N * 32u;
 // Lines of the shared tiles (in 16-byte units) and their lengths.
@@ -139,8 +121,12 @@ uint b_slot(uint u) {
   return (u / per) * B_LINE + u % per;
 }
 
-// The BM x BN output tile at (m0, n0) of problem z, rows from row0.
-void gemm_tile(uint z, uint row0, uint m0, uint mcount, uint n0) {
+void main() {
+  uint z, row0, m0, mcount;
+  gemm_locate(GROUPED != 0u, BM, z, row0, m0, mcount);
+  if (m0 >= mcount)
+    return; // uniform over the workgroup
+  uint n0 = gl_WorkGroupID.y * BN;
   uint tid = gl_LocalInvocationID.x;
   uint sg = gl_SubgroupID;
   uint wm0 = (sg / SG_N) * WM * 16u, wn0 = (sg % SG_N) * WN * 16u;
@@ -194,10 +180,6 @@ void gemm_tile(uint z, uint row0, uint m0, uint mcount, uint n0) {
   }
 
   uint steps = (p.k + BK - 1u) / BK;
-#if L1_PREFETCH
-  const bool PF = A_KFAST != 0u && B_NFAST != 0u && BM == 128u && BN == 128u && WG == 128u;
-  uint pf[4] = {0u, 0u, 0u, 0u}, sink = 0u;
-#endif
   for (uint s = 0u; s < steps; s++) {
     uint stage = (PROBE & 8u) != 0u ? 0u : s & 1u;
     bool more = s + 1u < steps && (PROBE & 1u) == 0u;
@@ -208,20 +190,6 @@ void gemm_tile(uint z, uint row0, uint m0, uint mcount, uint n0) {
       [[unroll]] for (uint i = 0u; i < B_PER; i++)
         rb[i] = load_b(tid + i * WG, b_base, n0, k1);
     }
-#if L1_PREFETCH
-    if (PF) {
-      sink ^= pf[0] ^ pf[1] ^ pf[2] ^ pf[3]; // last step's, long arrived
-      uint k2 = (s + 2u) * BK;
-      [[unroll]] for (uint j = 0u; j < 2u; j++) {
-        // A: rows (tid / 2) + 64 j, 16-element half tid % 2
-        uint gm = m0 + (tid >> 1) + 64u * j, gk = k2 + (tid & 1u) * 16u;
-        pf[j] = gm < mcount && gk < p.k ? uint(a_elem[a_base + gm * p.a_sm + gk * p.a_sk]) : 0u;
-        // B: k rows (tid / 8) + 16 j, 16-element sector tid % 8
-        uint bk = k2 + (tid >> 3) + 16u * j, bn = n0 + (tid & 7u) * 16u;
-        pf[2u + j] = bk < p.k && bn < p.n ? uint(b_elem[b_base + bk * p.b_sk + bn * p.b_sn]) : 0u;
-      }
-    }
-#endif
     uint sa0 = stage * A_STAGE, sb0 = B_BASE + stage * B_STAGE;
     COOPMAT_STEP(0u)
     COOPMAT_STEP(16u)
@@ -236,12 +204,6 @@ void gemm_tile(uint z, uint row0, uint m0, uint mcount, uint n0) {
       barrier();
   }
 
-#if L1_PREFETCH
-  // Keeps the prefetch loads: with k == 0 the loop never ran and sink is 0,
-  // so this never stores.
-  if (PF && p.k == 0u && sink != 0u)
-    d32[p.d_first] = 0.0;
-#endif
   // Epilogue, a row of accumulators (16 x 16 WN) at a time, staged as f32
   // in the shared stages (free once every subgroup is past the k loop;
   // ops_matrix.c checks that they hold a row per subgroup), then stored four
@@ -275,47 +237,3 @@ void gemm_tile(uint z, uint row0, uint m0, uint mcount, uint n0) {
   COOPMAT_EPILOGUE_ROW(2u)
   COOPMAT_EPILOGUE_ROW(3u)
 }
-
-#if SM_PAIRED
-layout(set = 0, binding = 5) coherent buffer GemmQueues { uint queue_next[]; };
-shared uint gemm_task;
-
-void main() {
-  uint tiles_m = (p.m + BM - 1u) / BM, tiles_n = (p.n + BN - 1u) / BN;
-  uint per_z = tiles_m * tiles_n, tasks = per_z * p.batch;
-  uint base = tasks / QUEUES, extra = tasks % QUEUES, own = gl_SMIDNV % QUEUES;
-  for (;;) {
-    if (gl_LocalInvocationIndex == 0u) {
-      uint task = 0xffffffffu;
-      for (uint i = 0u; i < QUEUES && task == 0xffffffffu; i++) {
-        uint q = (own + i) % QUEUES;
-        uint len = base + (q < extra ? 1u : 0u);
-        // A counter only grows: a stale read can only send us to the atomic.
-        if (queue_next[q] < len) {
-          uint got = atomicAdd(queue_next[q], 1u);
-          if (got < len)
-            task = q * base + min(q, extra) + got;
-        }
-      }
-      gemm_task = task;
-    }
-    barrier();
-    uint task = gemm_task;
-    if (task == 0xffffffffu)
-      return; // uniform: every invocation read the same word
-    uint z = task / per_z, r = task % per_z;
-    gemm_tile(z, 0u, (r / tiles_n) * BM, p.m, (r % tiles_n) * BN);
-    // The next tile's first stores overwrite shared memory that this
-    // epilogue reads, and gemm_task is rewritten.
-    barrier();
-  }
-}
-#else
-void main() {
-  uint z, row0, m0, mcount;
-  gemm_locate(GROUPED != 0u, BM, z, row0, m0, mcount);
-  if (m0 >= mcount)
-    return; // uniform over the workgroup
-  gemm_tile(z, row0, m0, mcount, gl_WorkGroupID.y * BN);
-}
-#endif
