@@ -3,12 +3,10 @@
  *
  *   coopmat_peak [--device N] [--allow-cpu] [--groups N] [--iters N] [--dump DIR]
  *                FILE.spv:FLOP[:ITERS]...
- *   coopmat_peak --carve FILE DIR
  *
- * --dump DIR writes, per shader, the driver's pipeline cache (DIR/NAME.cache), every ELF object
- * found in it (DIR/NAME.N.elf: on NVIDIA the compiled machine code, for nvdisasm) and the
- * driver's internal representations where it offers any (DIR/NAME.eE.rR.txt). --carve does the
- * ELF search alone on any file, e.g. tessera's pipeline cache.
+ * --dump DIR writes, per shader, the driver's pipeline cache (DIR/NAME.cache: on NVIDIA the
+ * compiled machine code, which nv_cache_sass.py extracts) and the driver's internal
+ * representations where it offers any (DIR/NAME.eE.rR.txt or .bin).
  *
  * FLOP: floating-point operations one workgroup does per loop iteration (2 per multiply-add).
  * Each shader has one storage buffer at set 0 binding 0, of which every workgroup owns a 64 KiB
@@ -152,47 +150,6 @@ static void write_file(const char *path, const void *data, size_t n) {
     die("cannot write ", path);
 }
 
-/* Writes every 64-bit ELF object inside data[0..n) to DIR/NAME.N.elf; its length is where its
- * section header table ends (e_shoff + e_shnum * e_shentsize). Returns how many it wrote. */
-static int carve_elfs(const unsigned char *data, size_t n, const char *dir, const char *name) {
-  int found = 0;
-  for (size_t i = 0; i + 64 <= n; i++) {
-    if (memcmp(data + i,
-               "\x7f"
-               "ELF\x02\x01",
-               6))
-      continue;
-    uint64_t shoff;
-    uint16_t shentsize, shnum;
-    memcpy(&shoff, data + i + 40, 8);
-    memcpy(&shentsize, data + i + 58, 2);
-    memcpy(&shnum, data + i + 60, 2);
-    uint64_t len = shoff + (uint64_t)shnum * shentsize;
-    if (shentsize != 64 || len > n - i || len < 64)
-      continue;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.%d.elf", dir, name, found++);
-    write_file(path, data + i, (size_t)len);
-    printf("  ELF object of %llu bytes at offset %zu: %s\n", (unsigned long long)len, i, path);
-    i += (size_t)len - 1;
-  }
-  return found;
-}
-
-static int carve_file(const char *path, const char *dir) {
-  FILE *f = fopen(path, "rb");
-  long n = f && !fseek(f, 0, SEEK_END) ? ftell(f) : -1;
-  unsigned char *data = n > 0 ? malloc((size_t)n) : NULL;
-  if (!data || fseek(f, 0, SEEK_SET) || fread(data, 1, (size_t)n, f) != (size_t)n)
-    die("cannot read ", path);
-  fclose(f);
-  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-  int found = carve_elfs(data, (size_t)n, dir, base);
-  printf("%s: %d ELF object(s)\n", path, found);
-  free(data);
-  return found ? 0 : 1;
-}
-
 /* The driver's internal representations of every executable (text ones as text). */
 static void dump_representations(VkDevice dev, VkPipeline pipe, const char *dir, const char *name) {
   PFN_vkGetPipelineExecutablePropertiesKHR vkGetPipelineExecutablePropertiesKHR;
@@ -284,8 +241,6 @@ int main(int argc, char **argv) {
   uint32_t groups = 0, iters = 16384; /* ~2-8 ms per coopmat dispatch on an H100 */
   const char *dump = NULL;
   char **shaders = calloc((size_t)argc, sizeof *shaders);
-  if (argc == 4 && !strcmp(argv[1], "--carve"))
-    return carve_file(argv[2], argv[3]);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc)
       want = atoi(argv[++i]);
@@ -299,7 +254,7 @@ int main(int argc, char **argv) {
       allow_cpu = true;
     else if (argv[i][0] == '-')
       die("usage: coopmat_peak [--device N] [--allow-cpu] [--groups N] [--iters N] ",
-          "[--dump DIR] FILE.spv:FLOP_PER_WORKGROUP_PER_ITER[:ITERS]... | --carve FILE DIR");
+          "[--dump DIR] FILE.spv:FLOP_PER_WORKGROUP_PER_ITER[:ITERS]...");
     else
       shaders[nsh++] = argv[i];
   }
@@ -634,8 +589,7 @@ int main(int argc, char **argv) {
       char path[512];
       snprintf(path, sizeof path, "%s/%s.cache", dump, name);
       write_file(path, data, n);
-      printf("%s: pipeline cache %zu bytes, %d ELF object(s)\n", name, n,
-             carve_elfs(data, n, dump, name));
+      printf("%s: pipeline cache %zu bytes: %s\n", name, n, path);
       free(data);
       if (has_exec)
         dump_representations(dev, pipe, dump, name);

@@ -8,7 +8,8 @@
 //   B_COLMAJOR 1: B fragments loaded column-major (B stored [n][k])
 //   B_N        8 (default): B fragments 16x8, 32 16x8x16 MulAdds; 16: B
 //              fragments 16x16, 4 of them and 16 16x16x16 MulAdds (the same
-//              FLOP and bytes, half the instructions; VK_NV only)
+//              FLOP and bytes; 72 ldmatrix instead of 108, the same HMMA
+//              count, bench/results/vulkan-coopmat-h100-2026-11-25-sass.txt)
 //   SRC_GLOBAL 1: the fragments come from the workgroup's own 8 KiB of the
 //              storage buffer (L1-resident after the first pass) instead of
 //              shared memory; needs SH_UVEC4 1. Its contents are whatever the

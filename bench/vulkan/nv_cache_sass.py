@@ -2,9 +2,9 @@
 """Machine code of the compute pipelines inside an NVIDIA Vulkan pipeline cache.
 
 NVIDIA's driver (580 series) stores each pipeline in its VkPipelineCache data
-as a zstd frame; decompressed, the frame is an "NVDANVVM" blob whose header
-word pair at byte 0x4c/0x50 gives the size and (minus 8) the offset of the raw
-sm_XY instruction stream. This writes each stream as NAME.K.raw and, where
+as a zstd frame; decompressed, the frame is an "NVDANVVM" blob whose 32-bit
+words at bytes 0x4c and 0x50 give the size of the raw sm_XY instruction
+stream and its offset counted from byte 8. This writes each stream as NAME.K.raw and, where
 nvdisasm is found, its disassembly as NAME.K.sass (nvdisasm -b SM90 by
 default), then prints per-blob counts of the instructions that matter for the
 GEMM (tensor-core MMA, ldmatrix, register transposes, shared/global memory,
