@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Packaging: the CMake package (tessera::tessera for applications,
 # tessera::plugin for plugin authors) and the pkg-config files. Both are right
 # for whatever prefix `cmake --install --prefix` is given, not only the one
@@ -49,6 +50,9 @@ foreach(pc tessera tessera-plugin)
 configure_file(\"${stage}\" \"${final}\" @ONLY)" COMPONENT dev)
   install(FILES ${final} DESTINATION ${TESSERA_PKGCONFIG_INSTALL_DIR} COMPONENT dev)
 endforeach()
+
+# The licence travels with the core package (Debian: /usr/share/doc/<package>).
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT core)
 
 # Installed programs find libtessera relative to themselves, so an install
 # into any prefix runs without LD_LIBRARY_PATH. Packagers installing into the

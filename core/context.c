@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Context: plugin loading, the device registry, its stable order and device
  * selection. */
 #include <ctype.h>
@@ -6,10 +7,6 @@
 #include <string.h>
 
 #include "internal.h"
-
-static void link_init(tsr_object_link *head) {
-  head->prev = head->next = head;
-}
 
 static int type_rank(tsr_device_type type) {
   switch (type) {
@@ -85,6 +82,32 @@ static tsr_status enumerate_devices(tsr_context *context) {
   return TSR_OK;
 }
 
+/* A loaded plugin that found no device says why in its report: the last
+ * thing it logged during init and enumeration (plugins log that at debug
+ * level, which users rarely turn on). */
+static void explain_empty_plugins(tsr_context *context) {
+  for (uint32_t p = 0; p < context->plugin_count; p++) {
+    tsr_plugin_slot *slot = &context->plugins[p];
+    tsr__plugin_capture_end(slot);
+    if (slot->report.state != TSR_PLUGIN_LOADED)
+      continue;
+    uint32_t listed = 0;
+    for (uint32_t i = 0; i < context->device_count; i++)
+      listed += context->devices[i]->plugin == slot;
+    if (listed > 0)
+      continue;
+    char last[sizeof slot->last_message];
+    tsr__plugin_last_message(slot, last, sizeof last);
+    const char *lead = slot->report.device_count ? "no device gave its info" : "no devices";
+    /* Plugins often say "no devices: why" themselves. */
+    const char *why = last[0] ? last : "the plugin gave no reason";
+    if (strncmp(why, lead, strlen(lead)) == 0)
+      snprintf(slot->report.reason, sizeof slot->report.reason, "%.500s", why);
+    else
+      snprintf(slot->report.reason, sizeof slot->report.reason, "%s: %.480s", lead, why);
+  }
+}
+
 tsr_status tsr_context_create(const tsr_context_options *options, tsr_context **out) {
   static const char call[] = "tsr_context_create";
   tsr__clear_error();
@@ -103,13 +126,12 @@ tsr_status tsr_context_create(const tsr_context_options *options, tsr_context **
   tsr_context *context = calloc(1, sizeof *context);
   if (!context)
     return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of memory");
-  pthread_mutex_init(&context->lock, NULL);
-  link_init(&context->buffers);
-  link_init(&context->queues);
-  link_init(&context->events);
+  tsr__objects_init(context);
   tsr_status st = tsr__load_plugins(context, options);
   if (st == TSR_OK)
     st = enumerate_devices(context);
+  if (st == TSR_OK)
+    explain_empty_plugins(context);
   if (st != TSR_OK) {
     tsr_context_destroy(context);
     return st;
@@ -133,7 +155,7 @@ void tsr_context_destroy(tsr_context *context) {
   }
   free(context->devices);
   tsr__unload_plugins(context);
-  pthread_mutex_destroy(&context->lock);
+  tsr__objects_release(context);
   free(context);
 }
 
@@ -169,6 +191,34 @@ tsr_status tsr_plugin_get_report(tsr_context *context, uint32_t index, tsr_plugi
                      index, context->plugin_count);
   return copy_sized(report, report->struct_size, &context->plugins[index].report,
                     sizeof(tsr_plugin_report), sizeof(tsr_plugin_report), call, "report");
+}
+
+tsr_status tsr_plugin_search_dir_count(tsr_context *context, uint32_t *count) {
+  tsr__clear_error();
+  if (!context || !count)
+    return tsr__fail(TSR_ERROR_NULL_ARGUMENT, "tsr_plugin_search_dir_count", "%s is NULL",
+                     !context ? "context" : "count");
+  *count = context->search_dir_count;
+  return TSR_OK;
+}
+
+tsr_status tsr_plugin_search_dir(tsr_context *context, uint32_t index, const char **path,
+                                 int *exists, const char **note) {
+  static const char call[] = "tsr_plugin_search_dir";
+  tsr__clear_error();
+  if (!context || !path)
+    return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL", !context ? "context" : "path");
+  if (index >= context->search_dir_count)
+    return tsr__fail(TSR_ERROR_OUT_OF_BOUNDS, call,
+                     "index = %u but the search path has %u directories", index,
+                     context->search_dir_count);
+  const tsr__search_dir *dir = &context->search_dirs[index];
+  *path = dir->path;
+  if (exists)
+    *exists = dir->exists;
+  if (note)
+    *note = dir->note;
+  return TSR_OK;
 }
 
 tsr_status tsr_device_count(tsr_context *context, uint32_t *count) {

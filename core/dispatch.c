@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Op entry points: validate, ask the plugin, choose a variant, queue. */
 #include <pthread.h>
 #include <stdio.h>
@@ -55,8 +56,12 @@ tsr_status tsr_op_run(tsr_queue *queue, tsr_op op, const void *desc) {
   st = tsr__choose_variant(queue->device, &args, call, &choice);
   if (st != TSR_OK)
     return st;
+  for (int i = 0; i < args.buffer_count; i++)
+    tsr__buffer_mark(args.buffers[i], queue);
+  pthread_mutex_lock(&queue->lock);
   st = queue->device->plugin->table->op_run(queue->handle, op, tsr__op_args_pointer(&args),
                                             choice.variant);
+  pthread_mutex_unlock(&queue->lock);
   if (st != TSR_OK)
     return tsr__fail_plugin(st, call, "the plugin could not queue the op");
   return TSR_OK;

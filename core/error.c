@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Thread-local error sentences and status names. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal declarations shared by the core's source files. Not installed. */
 #ifndef TESSERA_CORE_INTERNAL_H
 #define TESSERA_CORE_INTERNAL_H
@@ -46,7 +47,36 @@ typedef struct tsr_plugin_slot {
   void *state; /* from init */
   tsr_host_services host;
   struct tsr_context *context;
+  /* The plugin's last log message (any level) while init and enumeration
+   * run: a loaded plugin with no device says why there. Guarded by a lock
+   * of loader.c (plugins may log from their own threads). */
+  bool capture_log;
+  char last_message[512];
 } tsr_plugin_slot;
+
+/* One directory of the plugin search path, in search order. */
+typedef struct tsr__search_dir {
+  char *path;
+  bool exists;    /* a directory that could be listed */
+  char note[160]; /* "exists, 2 manifests", "does not exist", "not searched: ..." */
+} tsr__search_dir;
+
+/* A parsed manifest. Values that do not fit are refused, never cut. */
+typedef struct tsr__manifest {
+  char library[1024];
+  uint32_t abi;  /* 0: not given */
+  char arch[64]; /* "": not given */
+} tsr__manifest;
+
+/* Parses manifest text ("key = value" lines, '#' comments) of `size` bytes,
+ * which need not be terminated and may hold any bytes. `origin` names it in
+ * debug notes. Returns false with a reason for malformed text. */
+bool tsr__parse_manifest(const char *text, size_t size, const char *origin, tsr__manifest *out,
+                         char *reason, size_t capacity);
+/* Copies the plugin's captured last message; "" when none. */
+void tsr__plugin_last_message(tsr_plugin_slot *slot, char *buf, size_t capacity);
+/* Ends the capture of the plugin's log messages (context.c, after enumeration). */
+void tsr__plugin_capture_end(tsr_plugin_slot *slot);
 
 struct tsr_device {
   struct tsr_context *context;
@@ -62,17 +92,36 @@ typedef struct tsr_object_link {
   struct tsr_object_link *prev, *next;
 } tsr_object_link;
 
+/* tsr_buffer.state: LIVE until tsr_buffer_destroy. A destroyed record stays
+ * allocated for a while (memory.c) so a stale handle is reported, not read
+ * after free. */
+#define TSR__BUFFER_LIVE 0x6c697665u /* "live" */
+#define TSR__BUFFER_DEAD 0x64656164u /* "dead" */
+
+/* Queues get one of 63 slots of a context; the 64th bit stands for every
+ * queue past those. */
+#define TSR__QUEUE_SLOTS 63
+#define TSR__QUEUE_BIT_OVERFLOW (UINT64_C(1) << 63)
+
 struct tsr_buffer {
-  tsr_object_link link; /* first member */
+  tsr_object_link link; /* first member: the live list, then the dead list */
   tsr_device *device;
   void *handle;
   size_t size;
+  uint32_t state;       /* TSR__BUFFER_*, atomic */
+  uint64_t queues_used; /* queue bits of every queue given work on it, atomic */
 };
 
 struct tsr_queue {
   tsr_object_link link;
   tsr_device *device;
   void *handle;
+  /* Serialises the plugin calls on this queue: its owner's (uncontended) and
+   * those of a thread that drains it before freeing a buffer or waits on one
+   * of its events. Plugins may then keep a queue's state without locks. */
+  pthread_mutex_t lock;
+  uint64_t bit;      /* 1 << slot, or TSR__QUEUE_BIT_OVERFLOW */
+  uint32_t drainers; /* threads about to drain it (context->lock) */
 };
 
 struct tsr_event {
@@ -86,9 +135,28 @@ struct tsr_context {
   uint32_t plugin_count;
   tsr_device **devices;
   uint32_t device_count;
-  pthread_mutex_t lock; /* guards the object lists */
+  tsr__search_dir *search_dirs; /* loader.c */
+  uint32_t search_dir_count;
+  pthread_mutex_t lock;   /* guards the object lists, queue slots and drainers */
+  pthread_cond_t drained; /* a queue's drainers reached 0 */
   tsr_object_link buffers, queues, events;
+  tsr_object_link dead_buffers; /* destroyed records, oldest first */
+  size_t dead_buffer_count;
+  uint64_t queue_slots; /* bits of the slots in use */
 };
+
+/* true while `buffer` has not been destroyed (memory.c). */
+static inline bool tsr__buffer_live(const struct tsr_buffer *buffer) {
+  return __atomic_load_n(&buffer->state, __ATOMIC_ACQUIRE) == TSR__BUFFER_LIVE;
+}
+/* Remembers that work on `queue` may use `buffer` (before the work is queued). */
+static inline void tsr__buffer_mark(struct tsr_buffer *buffer, const struct tsr_queue *queue) {
+  if (!(__atomic_load_n(&buffer->queues_used, __ATOMIC_RELAXED) & queue->bit))
+    __atomic_fetch_or(&buffer->queues_used, queue->bit, __ATOMIC_RELAXED);
+}
+/* Object lists, locks and the dead-buffer list of a new context, and their release. */
+void tsr__objects_init(struct tsr_context *context);
+void tsr__objects_release(struct tsr_context *context);
 
 /* Reads manifests, loads plugins into context->plugins (loader.c). */
 tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_options *options);
@@ -100,11 +168,18 @@ tsr_status tsr__device_handle(tsr_device *device, const char *call, void **handl
 
 /* ---- validation (validate.c) ---- */
 
+/* Most tensor arguments of one op (attention: q, k, v, o, lse). */
+#define TSR__OP_MAX_TENSORS 5
+
 /* Normalised arguments of any op, ready for a plugin. */
 typedef struct tsr__op_args {
   tsr_op op;
   const char *variant; /* desc->variant (not copied) */
   tsr_plugin_any_args u;
+  /* The buffers the op's tensors live in (repeats allowed), so the queue
+   * that runs it can be marked on each. */
+  struct tsr_buffer *buffers[TSR__OP_MAX_TENSORS];
+  int buffer_count;
 } tsr__op_args;
 
 /* Validates `desc` of `op` for running on `device` and fills `out`. `call`
@@ -124,14 +199,88 @@ void tsr__shape_class(const tsr__op_args *args, char *buf, size_t capacity);
 const char *tsr__op_dtype_name(const tsr__op_args *args);
 /* Normalised device key "backend:vendor:arch:name", lowercase, spaces as '-'. */
 void tsr__device_key(const tsr_device_info *info, char *buf, size_t capacity);
+/* Resolves override, database, heuristic in that order. */
+tsr_status tsr__choose_variant(tsr_device *device, const tsr__op_args *args, const char *call,
+                               tsr_choice *choice);
+
+/* ---- the tuning database (tuning_db.c) ---- */
+
+struct stat;
+
+typedef struct tsr__tuning_key {
+  const char *device_key, *op, *dtype, *shape_class;
+} tsr__tuning_key;
+
 /* Looks a row up: user database first, then system files in sorted order.
  * On a hit copies the variant and "file:line" into source. */
 bool tsr__tuning_lookup(const char *device_key, const char *op, const char *dtype,
                         const char *shape_class, char *variant, size_t variant_capacity,
                         char *source, size_t source_capacity);
-/* Resolves override, database, heuristic in that order. */
-tsr_status tsr__choose_variant(tsr_device *device, const tsr__op_args *args, const char *call,
-                               tsr_choice *choice);
+
+typedef enum tsr__tuning_found {
+  TSR__TUNING_MISS,
+  TSR__TUNING_HIT,
+  TSR__TUNING_STALE /* the row names a variant has_variant rejects */
+} tsr__tuning_found;
+
+typedef struct tsr__tuning_match {
+  char variant[128];
+  char source[4096 + 16]; /* "file:line", a path of up to PATH_MAX */
+  /* STALE, and the first lookup to meet this row since its file was loaded:
+   * the one that should warn. */
+  bool first_warning;
+} tsr__tuning_match;
+
+/* tsr__tuning_lookup with a check of the row's variant (has_variant may be
+ * NULL: every variant exists). Stats the database files and loads them again
+ * first when one changed. */
+tsr__tuning_found tsr__tuning_find(const tsr__tuning_key *key,
+                                   bool (*has_variant)(void *context, const char *name),
+                                   void *context, tsr__tuning_match *out);
+/* The database in force after the same check: changes whenever a lookup
+ * could answer differently (files loaded again, tsr_tuning_record), so a
+ * choice cached with it stays right while it is unchanged. Never 0 unless
+ * out of memory. */
+uint64_t tsr__tuning_generation(void);
+/* Files parsed since the process started (for tests). */
+uint64_t tsr__tuning_parse_count(void);
+/* Drops the loaded database (after tsr_tuning_record wrote a row). */
+void tsr__tuning_invalidate(void);
+/* The user database path from TESSERA_TUNING_DB, XDG_CACHE_HOME, HOME (the
+ * latter two only when absolute): snprintf's result, or -1 when none is set. */
+int tsr__tuning_user_path_env(char *buf, size_t capacity);
+/* Reads a whole regular file without blocking on a FIFO: 0 with *text (NUL
+ * terminated, to free) and *size; -1 when it is not a regular file; else an
+ * errno value (EFBIG: over max_size). *identity is set once it is open. */
+int tsr__tuning_read_file(const char *path, size_t max_size, char **text, size_t *size,
+                          struct stat *identity);
+/* Splits one line (no '\n') into the 5 fields of a row: false for blank,
+ * comment-only, malformed lines and lines holding a NUL byte. */
+bool tsr__tuning_split_row(const char *line, size_t length, const char *field[5],
+                           size_t field_length[5]);
+
+/* Parsed rows keyed by device key, op, dtype and shape class. */
+typedef struct tsr__tuning_index tsr__tuning_index;
+typedef struct tsr__tuning_row {
+  int file; /* the `file` it was added with */
+  int line;
+  const char *variant; /* inside the index */
+  uint32_t id;         /* for tsr__tuning_index_claim_warning */
+} tsr__tuning_row;
+
+tsr__tuning_index *tsr__tuning_index_create(void);
+void tsr__tuning_index_destroy(tsr__tuning_index *index);
+/* Adds the rows of text[0, size) (any bytes) as file number `file`; files
+ * must be added in lookup order (a lower number shadows a higher one). false
+ * when out of memory. */
+bool tsr__tuning_index_add(tsr__tuning_index *index, int file, const char *text, size_t size);
+size_t tsr__tuning_index_rows(const tsr__tuning_index *index);
+/* The row a lookup uses: of the first file with an exact or '*' row, its
+ * last exact row, else its first '*' row. */
+bool tsr__tuning_index_find(const tsr__tuning_index *index, const tsr__tuning_key *key,
+                            tsr__tuning_row *out);
+/* true the first time for each row (thread-safe). */
+bool tsr__tuning_index_claim_warning(tsr__tuning_index *index, uint32_t id);
 
 /* Directory of the loaded libtessera (for prefix-relative paths); "" if unknown. */
 const char *tsr__library_dir(void);

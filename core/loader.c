@@ -1,10 +1,14 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plugin discovery: manifests in plugins.d directories, filters, dlopen, ABI
  * negotiation and init. Nothing here aborts: a plugin that fails is skipped and
- * its report says why. */
+ * its report says why. Nothing is cut to fit a buffer either: a path, name or
+ * value that does not fit is refused with a reason, and every limit that
+ * leaves something out says so. */
 #include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,61 +18,117 @@
 
 #include "internal.h"
 
+/* Directories searched at most; the rest are listed and named in a warning. */
 #define MAX_DIRS 64
+/* Longer manifests are refused (they are a few lines). */
+#define MAX_MANIFEST_BYTES 65536
+/* Longest manifest line, newline excluded. */
+#define MAX_LINE 2047
 
-typedef struct manifest {
-  char library[1024];
-  uint32_t abi;  /* 0: not given */
-  char arch[64]; /* "": not given */
-} manifest;
+/* ------------------------------------------------------------------------ */
+/* Search path                                                               */
+/* ------------------------------------------------------------------------ */
 
 typedef struct dir_list {
-  char *dirs[MAX_DIRS];
-  int count;
+  tsr__search_dir *dirs;
+  size_t count, capacity;
+  bool out_of_memory;
 } dir_list;
 
-static void dirs_add(dir_list *list, const char *dir) {
-  if (!dir || !*dir || list->count >= MAX_DIRS)
+/* Takes `dir` (malloc'd) into the list unless it is there already. */
+static void dirs_take(dir_list *list, char *dir) {
+  if (!dir) {
+    list->out_of_memory = true;
     return;
-  for (int i = 0; i < list->count; i++)
-    if (!strcmp(list->dirs[i], dir))
+  }
+  for (size_t i = 0; i < list->count; i++) {
+    if (!strcmp(list->dirs[i].path, dir)) {
+      free(dir);
       return;
-  list->dirs[list->count++] = strdup(dir);
+    }
+  }
+  if (list->count == list->capacity) {
+    size_t capacity = list->capacity ? list->capacity * 2 : 8;
+    tsr__search_dir *grown = realloc(list->dirs, capacity * sizeof *grown);
+    if (!grown) {
+      free(dir);
+      list->out_of_memory = true;
+      return;
+    }
+    list->dirs = grown;
+    list->capacity = capacity;
+  }
+  tsr__search_dir *entry = &list->dirs[list->count++];
+  memset(entry, 0, sizeof *entry);
+  entry->path = dir;
+}
+
+static void dirs_add(dir_list *list, const char *dir) {
+  if (dir && *dir)
+    dirs_take(list, strdup(dir));
+}
+
+/* "<a><b>" in fresh memory: no fixed buffer, so nothing to cut. */
+static char *join(const char *a, const char *b) {
+  size_t na = strlen(a), nb = strlen(b);
+  char *out = malloc(na + nb + 1);
+  if (out) {
+    memcpy(out, a, na);
+    memcpy(out + na, b, nb + 1);
+  }
+  return out;
 }
 
 static void dirs_add_path_list(dir_list *list, const char *paths) {
   if (!paths)
     return;
   char *copy = strdup(paths);
-  if (!copy)
+  if (!copy) {
+    list->out_of_memory = true;
     return;
+  }
   char *save = NULL;
   for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save))
     dirs_add(list, dir);
   free(copy);
 }
 
-const char *tsr__library_dir(void) {
-  static char dir[PATH_MAX];
-  static bool done;
-  if (!done) {
-    Dl_info info;
-    if (dladdr((void *)&tsr__library_dir, &info) && info.dli_fname) {
-      char resolved[PATH_MAX];
-      const char *path = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
-      tsr__strlcpy(dir, path, sizeof dir);
-      char *slash = strrchr(dir, '/');
-      if (slash)
-        *slash = '\0';
-      else
-        dir[0] = '\0';
-    }
-    done = true;
+static pthread_once_t library_dir_once = PTHREAD_ONCE_INIT;
+static char library_dir[PATH_MAX];
+
+static void find_library_dir(void) {
+  Dl_info info;
+  if (!dladdr((void *)&tsr__library_dir, &info) || !info.dli_fname)
+    return;
+  char *resolved = realpath(info.dli_fname, NULL);
+  const char *path = resolved ? resolved : info.dli_fname;
+  const char *slash = strrchr(path, '/');
+  size_t length = slash ? (size_t)(slash - path) : 0;
+  if (length < sizeof library_dir) {
+    memcpy(library_dir, path, length);
+    library_dir[length] = '\0';
   }
-  return dir;
+  free(resolved);
 }
 
-/* The search order of DESIGN.md: added paths, then TESSERA_PLUGIN_PATH (which
+const char *tsr__library_dir(void) {
+  /* Any thread may be first (contexts are created concurrently). */
+  pthread_once(&library_dir_once, find_library_dir);
+  return library_dir;
+}
+
+/* XDG_CONFIG_HOME and HOME count only when absolute (the XDG Base Directory
+ * spec: a relative value is treated as unset). */
+static const char *absolute_env(const char *name) {
+  const char *value = tsr__getenv(name);
+  if (value && *value && value[0] != '/') {
+    tsr__log(TSR_LOG_DEBUG, "%s=%s is not an absolute path: ignored", name, value);
+    return NULL;
+  }
+  return value && *value ? value : NULL;
+}
+
+/* The search order of docs/ARCHITECTURE.md: added paths, then TESSERA_PLUGIN_PATH (which
  * replaces the defaults) or the defaults. */
 static void build_search_dirs(const tsr_context_options *options, dir_list *list) {
   if (options && options->add_plugin_path)
@@ -79,25 +139,83 @@ static void build_search_dirs(const tsr_context_options *options, dir_list *list
     dirs_add_path_list(list, replace);
     return;
   }
-  char path[PATH_MAX];
-  const char *xdg = tsr__getenv("XDG_CONFIG_HOME");
-  const char *home = tsr__getenv("HOME");
-  if (xdg && *xdg) {
-    snprintf(path, sizeof path, "%s/tessera/plugins.d", xdg);
-    dirs_add(list, path);
-  } else if (home && *home) {
-    snprintf(path, sizeof path, "%s/.config/tessera/plugins.d", home);
-    dirs_add(list, path);
-  }
+  const char *xdg = absolute_env("XDG_CONFIG_HOME");
+  const char *home = absolute_env("HOME");
+  if (xdg)
+    dirs_take(list, join(xdg, "/tessera/plugins.d"));
+  else if (home)
+    dirs_take(list, join(home, "/.config/tessera/plugins.d"));
   dirs_add(list, "/etc/tessera/plugins.d");
   const char *libdir = tsr__library_dir();
   if (*libdir) {
-    int n = snprintf(path, sizeof path, "%s/%s/tessera/plugins.d", libdir, TSR_LIBDIR_TO_DATADIR);
-    char resolved[PATH_MAX];
-    if (n > 0 && (size_t)n < sizeof path)
-      dirs_add(list, realpath(path, resolved) ? resolved : path);
+    char *path = join(libdir, "/" TSR_LIBDIR_TO_DATADIR "/tessera/plugins.d");
+    char *resolved = path ? realpath(path, NULL) : NULL;
+    if (resolved) {
+      free(path);
+      path = resolved;
+    }
+    dirs_take(list, path);
   }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Files                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static const char *file_type(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  return "of an unknown type";
+}
+
+/* Opens `path` as a regular file. O_NONBLOCK keeps a FIFO from blocking the
+ * open, and the type is checked on the opened file (fstat), so it cannot
+ * change between check and use. Returns -1 with `why` set and `*error` the
+ * errno (0 when the file is not a regular file). */
+static int open_regular(const char *path, struct stat *st, char *why, size_t capacity, int *error) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd >= 0 && fstat(fd, st) != 0) {
+    int saved = errno;
+    close(fd);
+    fd = -1;
+    errno = saved;
+  }
+  if (fd < 0) {
+    *error = errno;
+    snprintf(why, capacity, "%s", strerror(*error));
+    return -1;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    *error = 0;
+    snprintf(why, capacity, "not a regular file (%s)", file_type(st->st_mode));
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Files others can change decide what code runs: worth a note when asked. */
+static void note_permissions(const char *path, const struct stat *st, const char *what) {
+  if (st->st_mode & S_IWOTH)
+    tsr__log(TSR_LOG_DEBUG, "%s: world-writable %s (mode %04o): any user can change it", path, what,
+             (unsigned)(st->st_mode & 07777));
+  uid_t self = geteuid();
+  if (st->st_uid != self && st->st_uid != 0)
+    tsr__log(TSR_LOG_DEBUG, "%s: owned by uid %u, neither this user (uid %u) nor root", path,
+             (unsigned)st->st_uid, (unsigned)self);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Manifests                                                                 */
+/* ------------------------------------------------------------------------ */
 
 static char *trim(char *s) {
   while (isspace((unsigned char)*s))
@@ -108,121 +226,220 @@ static char *trim(char *s) {
   return s;
 }
 
-/* Parses "key = value" lines; '#' starts a comment. Returns false with a
- * reason for unreadable or malformed manifests. */
-static bool parse_manifest(const char *path, manifest *out, char *reason, size_t capacity) {
+/* One line (terminated, comment removed by the caller's copy). */
+static bool parse_line(char *line, int number, const char *origin, tsr__manifest *out, char *reason,
+                       size_t capacity) {
+  char *hash = strchr(line, '#');
+  if (hash)
+    *hash = '\0';
+  char *text = trim(line);
+  if (!*text)
+    return true;
+  char *eq = strchr(text, '=');
+  if (!eq) {
+    snprintf(reason, capacity, "manifest: line %d: expected 'key = value'", number);
+    return false;
+  }
+  *eq = '\0';
+  char *key = trim(text);
+  char *value = trim(eq + 1);
+  size_t length = strlen(value);
+  if (!strcmp(key, "library")) {
+    if (!length) {
+      snprintf(reason, capacity, "manifest: line %d: empty library", number);
+      return false;
+    }
+    if (length >= sizeof out->library) {
+      snprintf(reason, capacity,
+               "manifest: line %d: library path too long (%zu bytes, at most %zu)", number, length,
+               sizeof out->library - 1);
+      return false;
+    }
+    memcpy(out->library, value, length + 1);
+  } else if (!strcmp(key, "abi")) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long abi = strtoul(value, &end, 10);
+    if (!*value || *end || errno || abi == 0 || abi > UINT32_MAX ||
+        !isdigit((unsigned char)*value)) {
+      snprintf(reason, capacity, "manifest: line %d: abi = '%.64s' is not a positive integer",
+               number, value);
+      return false;
+    }
+    out->abi = (uint32_t)abi;
+  } else if (!strcmp(key, "arch")) {
+    if (length >= sizeof out->arch) {
+      snprintf(reason, capacity, "manifest: line %d: arch too long (%zu bytes, at most %zu)",
+               number, length, sizeof out->arch - 1);
+      return false;
+    }
+    memcpy(out->arch, value, length + 1);
+  } else {
+    /* Unknown keys are allowed (newer manifests) but noted. */
+    tsr__log(TSR_LOG_DEBUG, "%s: line %d: unknown key '%.64s' ignored", origin, number, key);
+  }
+  return true;
+}
+
+bool tsr__parse_manifest(const char *text, size_t size, const char *origin, tsr__manifest *out,
+                         char *reason, size_t capacity) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    snprintf(reason, capacity, "cannot read manifest: %s", strerror(errno));
-    return false;
-  }
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    snprintf(reason, capacity, "cannot read manifest: not a regular file");
-    fclose(f);
-    return false;
-  }
-  char line[2048];
+  char line[MAX_LINE + 1];
   int number = 0;
-  bool ok = true;
-  while (ok && fgets(line, sizeof line, f)) {
+  size_t at = 0;
+  while (at < size) {
     number++;
-    if (!strchr(line, '\n') && !feof(f)) {
-      snprintf(reason, capacity, "manifest: line %d: too long", number);
-      ok = false;
-      break;
+    const char *start = text + at;
+    const char *newline = memchr(start, '\n', size - at);
+    size_t length = newline ? (size_t)(newline - start) : size - at;
+    at += length + (newline ? 1 : 0);
+    if (length > MAX_LINE) {
+      snprintf(reason, capacity, "manifest: line %d: too long (over %d bytes)", number, MAX_LINE);
+      return false;
     }
-    for (const unsigned char *c = (const unsigned char *)line; *c; c++) {
-      if (*c < 0x20 && *c != '\t' && *c != '\n' && *c != '\r') {
+    for (size_t i = 0; i < length; i++) {
+      unsigned char c = (unsigned char)start[i];
+      if (c < 0x20 && c != '\t' && c != '\r') {
         snprintf(reason, capacity, "manifest: line %d: control character 0x%02x (not a text file)",
-                 number, *c);
-        ok = false;
-        break;
+                 number, c);
+        return false;
       }
     }
-    if (!ok)
-      break;
-    char *hash = strchr(line, '#');
-    if (hash)
-      *hash = '\0';
-    char *text = trim(line);
-    if (!*text)
-      continue;
-    char *eq = strchr(text, '=');
-    if (!eq) {
-      snprintf(reason, capacity, "manifest: line %d: expected 'key = value'", number);
-      ok = false;
-      break;
-    }
-    *eq = '\0';
-    char *key = trim(text);
-    char *value = trim(eq + 1);
-    if (!strcmp(key, "library")) {
-      if (!*value) {
-        snprintf(reason, capacity, "manifest: line %d: empty library", number);
-        ok = false;
-      }
-      tsr__strlcpy(out->library, value, sizeof out->library);
-    } else if (!strcmp(key, "abi")) {
-      char *end = NULL;
-      errno = 0;
-      unsigned long abi = strtoul(value, &end, 10);
-      if (!*value || *end || errno || abi == 0 || abi > UINT32_MAX) {
-        snprintf(reason, capacity, "manifest: line %d: abi = '%s' is not a positive integer",
-                 number, value);
-        ok = false;
-      }
-      out->abi = (uint32_t)abi;
-    } else if (!strcmp(key, "arch")) {
-      tsr__strlcpy(out->arch, value, sizeof out->arch);
-    } else {
-      /* Unknown keys are allowed (newer manifests) but noted. */
-      tsr__log(TSR_LOG_DEBUG, "%s: line %d: unknown key '%s' ignored", path, number, key);
-    }
+    memcpy(line, start, length);
+    line[length] = '\0';
+    if (!parse_line(line, number, origin, out, reason, capacity))
+      return false;
   }
-  if (ok && ferror(f)) {
-    snprintf(reason, capacity, "cannot read manifest: %s", strerror(errno));
-    ok = false;
-  }
-  fclose(f);
-  if (ok && !out->library[0]) {
+  if (!out->library[0]) {
     snprintf(reason, capacity, "manifest: no 'library' key");
-    ok = false;
+    return false;
   }
+  return true;
+}
+
+/* Reads and parses the manifest at `path`; false with a reason. */
+static bool read_manifest(const char *path, tsr__manifest *out, char *reason, size_t capacity) {
+  struct stat st;
+  char why[256];
+  int error;
+  int fd = open_regular(path, &st, why, sizeof why, &error);
+  if (fd < 0) {
+    snprintf(reason, capacity, "cannot read manifest: %s", why);
+    return false;
+  }
+  note_permissions(path, &st, "manifest");
+  char *text = malloc(MAX_MANIFEST_BYTES + 1);
+  if (!text) {
+    close(fd);
+    snprintf(reason, capacity, "cannot read manifest: out of memory");
+    return false;
+  }
+  size_t size = 0;
+  bool ok = true;
+  while (ok) {
+    ssize_t n = read(fd, text + size, MAX_MANIFEST_BYTES + 1 - size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      snprintf(reason, capacity, "cannot read manifest: %s", strerror(errno));
+      ok = false;
+    } else if (n == 0) {
+      break;
+    } else if ((size += (size_t)n) > MAX_MANIFEST_BYTES) {
+      snprintf(reason, capacity, "manifest: larger than %d bytes", MAX_MANIFEST_BYTES);
+      ok = false;
+    }
+  }
+  close(fd);
+  ok = ok && tsr__parse_manifest(text, size, path, out, reason, capacity);
+  free(text);
   return ok;
 }
 
-/* Resolves the manifest's library: paths with a '/' are relative to the
- * manifest's directory unless absolute; bare names go to the dynamic linker. */
-static void resolve_library(const char *manifest_path, const char *library, char *out,
-                            size_t capacity) {
+/* Resolves the manifest's library into `out`: paths with a '/' are relative
+ * to the manifest's directory unless absolute, never to the current
+ * directory; bare names go to the dynamic linker. False with a reason when
+ * the result does not fit. */
+static bool resolve_library(const char *manifest_path, const char *library, char *out,
+                            size_t capacity, char *reason, size_t reason_capacity) {
+  size_t length = strlen(library);
   if (!strchr(library, '/') || library[0] == '/') {
-    tsr__strlcpy(out, library, capacity);
-    return;
+    if (length >= capacity) { /* parse_manifest refuses these already */
+      snprintf(reason, reason_capacity, "library path too long (%zu bytes)", length);
+      return false;
+    }
+    memcpy(out, library, length + 1);
+    return true;
   }
-  char dir[PATH_MAX];
-  tsr__strlcpy(dir, manifest_path, sizeof dir);
-  char *slash = strrchr(dir, '/');
-  if (slash)
-    *slash = '\0';
-  else
-    tsr__strlcpy(dir, ".", sizeof dir);
+  /* The manifest path always holds a '/' (it is <dir>/<name>.conf). */
+  const char *slash = strrchr(manifest_path, '/');
+  char *dir = slash ? strndup(manifest_path, (size_t)(slash - manifest_path)) : strdup(".");
+  if (dir && dir[0] != '/') {
+    /* A relative plugins.d: fixed now, so a later chdir cannot move it. */
+    char *absolute = realpath(dir, NULL);
+    free(dir);
+    dir = absolute;
+  }
+  if (!dir) {
+    snprintf(reason, reason_capacity, "cannot resolve the manifest's directory: %s",
+             strerror(errno));
+    return false;
+  }
   int n = snprintf(out, capacity, "%s/%s", dir, library);
-  if (n < 0 || (size_t)n >= capacity) /* too long to load: keep it readable in the report */
-    tsr__strlcpy(out, library, capacity);
+  if (n < 0 || (size_t)n >= capacity) {
+    snprintf(reason, reason_capacity, "library path too long: %s/%s is %d bytes, at most %zu", dir,
+             library, n, capacity - 1);
+    free(dir);
+    return false;
+  }
+  free(dir);
+  return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host services                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Guards every slot's capture_log and last_message; held for a copy only. */
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tsr__plugin_last_message(tsr_plugin_slot *slot, char *buf, size_t capacity) {
+  pthread_mutex_lock(&capture_lock);
+  tsr__strlcpy(buf, slot->last_message, capacity);
+  pthread_mutex_unlock(&capture_lock);
+}
+
+void tsr__plugin_capture_end(tsr_plugin_slot *slot) {
+  pthread_mutex_lock(&capture_lock);
+  slot->capture_log = false;
+  pthread_mutex_unlock(&capture_lock);
 }
 
 static void host_log(void *handle, int level, const char *fmt, ...) {
   tsr_plugin_slot *slot = handle;
-  if (level > tsr__log_level())
+  bool capture = false;
+  if (slot) {
+    pthread_mutex_lock(&capture_lock);
+    capture = slot->capture_log;
+    pthread_mutex_unlock(&capture_lock);
+  }
+  bool print = level <= tsr__log_level();
+  if (!capture && !print)
     return;
   char line[1536];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  tsr__log(level, "%s: %s", slot ? slot->report.name : "plugin", line);
+  if (capture) {
+    /* Kept whatever the log level: a plugin with no device says why here. */
+    pthread_mutex_lock(&capture_lock);
+    if (slot->capture_log)
+      tsr__strlcpy(slot->last_message, line, sizeof slot->last_message);
+    pthread_mutex_unlock(&capture_lock);
+  }
+  if (print)
+    tsr__log(level, "%s: %s", slot ? slot->report.name : "plugin", line);
 }
 
 static void host_set_error(void *handle, const char *fmt, ...) {
@@ -244,6 +461,10 @@ static int host_tuning_lookup(void *handle, const char *device_key, const char *
              : 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Loading one plugin                                                        */
+/* ------------------------------------------------------------------------ */
+
 static void skip(tsr_plugin_slot *slot, tsr_plugin_state state, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -256,6 +477,7 @@ static void skip(tsr_plugin_slot *slot, tsr_plugin_state state, const char *fmt,
   tsr__log(state == TSR_PLUGIN_FILTERED ? TSR_LOG_DEBUG : TSR_LOG_INFO,
            "plugin '%s' (%s) skipped: %s", slot->report.name, slot->report.manifest,
            slot->report.reason);
+  tsr__plugin_capture_end(slot);
   if (slot->library) {
     dlclose(slot->library);
     slot->library = NULL;
@@ -300,26 +522,66 @@ static const char *missing_table_entry(const tsr_plugin_v1 *t) {
   return NULL;
 }
 
-static void load_one(tsr_plugin_slot *slot, const tsr_context_options *options) {
+/* The filters in force and where they came from (for reasons and warnings). */
+typedef struct filters {
+  const char *only, *only_source;
+  const char *drop, *drop_source;
+} filters;
+
+/* Checks a library named by path before dlopen: it must exist and be a
+ * regular file (dlopen of a FIFO blocks). The file may still change before
+ * dlopen opens it again; this guards against mistakes, not against someone
+ * who can write to the plugin directories. */
+static bool check_library_file(tsr_plugin_slot *slot) {
+  const char *path = slot->report.library;
+  struct stat st;
+  char why[256];
+  int error;
+  int fd = open_regular(path, &st, why, sizeof why, &error);
+  if (fd >= 0) {
+    note_permissions(path, &st, "plugin library");
+    close(fd);
+    return true;
+  }
+  if (error == ENOENT || error == ENOTDIR)
+    skip(slot, TSR_PLUGIN_SKIPPED, "library not found: %s (%s)", path, why);
+  else if (error == 0)
+    skip(slot, TSR_PLUGIN_SKIPPED, "library is %s: %s", why, path);
+  else
+    skip(slot, TSR_PLUGIN_SKIPPED, "cannot open library %s (%s)", path, why);
+  return false;
+}
+
+/* An earlier plugin with the same dlopen handle (the dynamic linker returns
+ * one handle per file, whatever path or symlink named it). */
+static const tsr_plugin_slot *same_library(const tsr_plugin_slot *slot) {
+  const tsr_plugin_slot *plugins = slot->context->plugins;
+  for (const tsr_plugin_slot *other = plugins; other < slot; other++)
+    if (other->library == slot->library)
+      return other;
+  return NULL;
+}
+
+static void load_one(tsr_plugin_slot *slot, const filters *f) {
   tsr_plugin_report *r = &slot->report;
-  manifest m;
-  char reason[512];
-  if (!parse_manifest(r->manifest, &m, reason, sizeof reason)) {
+  tsr__manifest m;
+  char reason[sizeof r->reason];
+  if (!read_manifest(r->manifest, &m, reason, sizeof reason)) {
     skip(slot, TSR_PLUGIN_SKIPPED, "%s", reason);
     return;
   }
-  resolve_library(r->manifest, m.library, r->library, sizeof r->library);
-
-  const char *only =
-      options && options->backends ? options->backends : tsr__getenv("TESSERA_BACKENDS");
-  const char *drop = options && options->disable_backends ? options->disable_backends
-                                                          : tsr__getenv("TESSERA_DISABLE_BACKENDS");
-  if (only && *only && !tsr__list_contains(only, r->name)) {
-    skip(slot, TSR_PLUGIN_FILTERED, "not in TESSERA_BACKENDS=%s", only);
+  if (!resolve_library(r->manifest, m.library, r->library, sizeof r->library, reason,
+                       sizeof reason)) {
+    tsr__strlcpy(r->library, m.library, sizeof r->library); /* as written: it fits */
+    skip(slot, TSR_PLUGIN_SKIPPED, "%s", reason);
     return;
   }
-  if (drop && tsr__list_contains(drop, r->name)) {
-    skip(slot, TSR_PLUGIN_FILTERED, "in TESSERA_DISABLE_BACKENDS=%s", drop);
+  if (f->only && *f->only && !tsr__list_contains(f->only, r->name)) {
+    skip(slot, TSR_PLUGIN_FILTERED, "not in %s=%s", f->only_source, f->only);
+    return;
+  }
+  if (f->drop && tsr__list_contains(f->drop, r->name)) {
+    skip(slot, TSR_PLUGIN_FILTERED, "in %s=%s", f->drop_source, f->drop);
     return;
   }
   if (m.arch[0] && strcmp(m.arch, TSR_ARCH) != 0) {
@@ -332,10 +594,8 @@ static void load_one(tsr_plugin_slot *slot, const tsr_context_options *options) 
          TSR_PLUGIN_ABI_VERSION);
     return;
   }
-  if (strchr(r->library, '/') && access(r->library, F_OK) != 0) {
-    skip(slot, TSR_PLUGIN_SKIPPED, "library not found: %s (%s)", r->library, strerror(errno));
+  if (strchr(r->library, '/') && !check_library_file(slot))
     return;
-  }
 
   dlerror();
   slot->library = dlopen(r->library, RTLD_NOW | RTLD_LOCAL);
@@ -346,6 +606,14 @@ static void load_one(tsr_plugin_slot *slot, const tsr_context_options *options) 
            err ? err : "dlopen failed");
     else
       skip(slot, TSR_PLUGIN_SKIPPED, "dlopen failed: %s", err ? err : "unknown error");
+    return;
+  }
+  /* Two plugins on one handle would share the library's state and init it
+   * twice: the first manifest keeps it. */
+  const tsr_plugin_slot *first = same_library(slot);
+  if (first) {
+    skip(slot, TSR_PLUGIN_SKIPPED, "same library as plugin '%s' (%s)", first->report.name,
+         first->report.manifest);
     return;
   }
   tsr_plugin_negotiate_fn negotiate;
@@ -393,6 +661,16 @@ static void load_one(tsr_plugin_slot *slot, const tsr_context_options *options) 
     skip(slot, TSR_PLUGIN_SKIPPED, "function table lacks required entry '%s'", missing);
     return;
   }
+  /* The name becomes every device's backend and selector prefix: cut, two
+   * plugins could share one. */
+  size_t name_length = strlen(table->name);
+  const size_t backend_capacity = sizeof(((tsr_device_info *)NULL)->backend);
+  if (name_length == 0 || name_length >= backend_capacity) {
+    skip(slot, TSR_PLUGIN_SKIPPED,
+         "plugin name '%.64s' is %zu characters; it must have 1 to %zu (a device's backend field)",
+         table->name, name_length, backend_capacity - 1);
+    return;
+  }
   slot->table = table;
   r->abi_version = abi;
 
@@ -406,14 +684,19 @@ static void load_one(tsr_plugin_slot *slot, const tsr_context_options *options) 
   slot->host.tuning_lookup = host_tuning_lookup;
   slot->host.host_handle = slot;
 
+  pthread_mutex_lock(&capture_lock);
+  slot->capture_log = true; /* until enumeration ends (context.c) */
+  slot->last_message[0] = '\0';
+  pthread_mutex_unlock(&capture_lock);
   char init_reason[400] = "";
   tsr_status st = table->init(&slot->host, &slot->state, init_reason, sizeof init_reason);
   if (st != TSR_OK) {
-    char detail[768] = "";
+    char detail[768] = "", last[sizeof slot->last_message];
     tsr__take_plugin_error(detail, sizeof detail);
+    tsr__plugin_last_message(slot, last, sizeof last);
     r->abi_version = 0;
     skip(slot, TSR_PLUGIN_SKIPPED, "init failed: %s (%s)",
-         init_reason[0] ? init_reason : (detail[0] ? detail : "no reason given"),
+         init_reason[0] ? init_reason : (detail[0] ? detail : (last[0] ? last : "no reason given")),
          tsr_status_name(st));
     return;
   }
@@ -424,9 +707,13 @@ static void load_one(tsr_plugin_slot *slot, const tsr_context_options *options) 
            r->library, abi, r->device_count, init_reason[0] ? ": " : "", init_reason);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Discovery                                                                 */
+/* ------------------------------------------------------------------------ */
+
 typedef struct found_manifest {
-  char name[64];
-  char path[1024];
+  char *name; /* file name without .conf */
+  char *path;
 } found_manifest;
 
 static int conf_filter(const struct dirent *entry) {
@@ -434,80 +721,202 @@ static int conf_filter(const struct dirent *entry) {
   return n > 5 && entry->d_name[0] != '.' && !strcmp(entry->d_name + n - 5, ".conf");
 }
 
+/* Copies `src` into `dst` whole, or its start and "..." when it does not fit
+ * (only for reports of what was refused). */
+static void copy_marked(char *dst, size_t capacity, const char *src) {
+  size_t length = strlen(src);
+  if (length < capacity) {
+    memcpy(dst, src, length + 1);
+    return;
+  }
+  memcpy(dst, src, capacity - 4);
+  memcpy(dst + capacity - 4, "...", 4);
+}
+
+/* Warns about each name of a filter list that no manifest has: a typo
+ * otherwise filters silently. */
+static void warn_unmatched(const char *list, const char *source, const found_manifest *found,
+                           size_t found_count) {
+  if (!list)
+    return;
+  for (const char *p = list; *p;) {
+    while (*p == ',' || *p == ' ')
+      p++;
+    const char *end = p;
+    while (*end && *end != ',' && *end != ' ')
+      end++;
+    size_t length = (size_t)(end - p);
+    bool matched = length == 0;
+    for (size_t i = 0; i < found_count && !matched; i++)
+      matched = strlen(found[i].name) == length && !strncmp(found[i].name, p, length);
+    for (const char *q = list; q < p && !matched; q++) /* named before: warned once */
+      matched = (q == list || q[-1] == ',' || q[-1] == ' ') && !strncmp(q, p, length) &&
+                (q[length] == ',' || q[length] == ' ');
+    if (!matched)
+      tsr__log(TSR_LOG_WARN, "%s names '%.*s', but no manifest %.*s.conf was found", source,
+               (int)length, p, (int)length, p);
+    p = end;
+  }
+}
+
+/* Lists the .conf files of directory `dir` (searched) into `found`. */
+static tsr_status scan_dir(tsr__search_dir *dir, found_manifest **found, size_t *count,
+                           size_t *capacity) {
+  struct stat st;
+  if (stat(dir->path, &st) == 0 && S_ISDIR(st.st_mode))
+    note_permissions(dir->path, &st, "plugins.d directory");
+  struct dirent **entries = NULL;
+  int n = scandir(dir->path, &entries, conf_filter, alphasort);
+  if (n < 0) {
+    int error = errno;
+    snprintf(dir->note, sizeof dir->note, "%s",
+             error == ENOENT    ? "does not exist"
+             : error == ENOTDIR ? "not a directory"
+                                : strerror(error));
+    tsr__log(TSR_LOG_DEBUG, "plugins.d %s: %s", dir->path, strerror(error));
+    return TSR_OK;
+  }
+  dir->exists = true;
+  snprintf(dir->note, sizeof dir->note, "exists, %d manifest%s", n, n == 1 ? "" : "s");
+  tsr__log(TSR_LOG_DEBUG, "plugins.d %s: %d manifest(s)", dir->path, n);
+  tsr_status status = TSR_OK;
+  for (int i = 0; i < n; i++) {
+    if (status == TSR_OK && *count == *capacity) {
+      size_t grown_capacity = *capacity ? *capacity * 2 : 8;
+      found_manifest *grown = realloc(*found, grown_capacity * sizeof *grown);
+      if (grown) {
+        *found = grown;
+        *capacity = grown_capacity;
+      } else {
+        status = TSR_ERROR_OUT_OF_MEMORY;
+      }
+    }
+    if (status == TSR_OK) {
+      found_manifest *fm = &(*found)[*count];
+      const char *file = entries[i]->d_name;
+      fm->name = strndup(file, strlen(file) - 5);
+      fm->path = malloc(strlen(dir->path) + 1 + strlen(file) + 1);
+      if (fm->name && fm->path) {
+        sprintf(fm->path, "%s/%s", dir->path, file);
+        (*count)++;
+      } else {
+        free(fm->name);
+        free(fm->path);
+        status = TSR_ERROR_OUT_OF_MEMORY;
+      }
+    }
+    free(entries[i]);
+  }
+  free(entries);
+  return status;
+}
+
+static void free_found(found_manifest *found, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    free(found[i].name);
+    free(found[i].path);
+  }
+  free(found);
+}
+
+static void free_search_dirs(tsr__search_dir *dirs, size_t count) {
+  for (size_t i = 0; i < count; i++)
+    free(dirs[i].path);
+  free(dirs);
+}
+
+/* Reports of what does not fit a report are refused here, before loading. */
+static bool refuse_unfit(tsr_plugin_slot *slot, const found_manifest *fm) {
+  size_t name_length = strlen(fm->name), path_length = strlen(fm->path);
+  if (name_length >= sizeof slot->report.name) {
+    skip(slot, TSR_PLUGIN_SKIPPED, "manifest name too long: %zu characters, at most %zu",
+         name_length, sizeof slot->report.name - 1);
+    return true;
+  }
+  if (path_length >= sizeof slot->report.manifest) {
+    skip(slot, TSR_PLUGIN_SKIPPED, "manifest path too long: %zu bytes, at most %zu", path_length,
+         sizeof slot->report.manifest - 1);
+    return true;
+  }
+  return false;
+}
+
 tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_options *options) {
-  dir_list dirs = {{0}, 0};
+  static const char call[] = "tsr_context_create";
+  dir_list dirs = {NULL, 0, 0, false};
   build_search_dirs(options, &dirs);
+  if (dirs.out_of_memory) {
+    free_search_dirs(dirs.dirs, dirs.count);
+    return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of memory building the search path");
+  }
+  context->search_dirs = dirs.dirs;
+  context->search_dir_count = (uint32_t)dirs.count;
 
   found_manifest *found = NULL;
   size_t found_count = 0, found_capacity = 0;
-  for (int d = 0; d < dirs.count; d++) {
-    struct dirent **entries = NULL;
-    int n = scandir(dirs.dirs[d], &entries, conf_filter, alphasort);
-    if (n < 0) {
-      tsr__log(TSR_LOG_DEBUG, "plugins.d %s: %s", dirs.dirs[d], strerror(errno));
+  for (size_t d = 0; d < dirs.count; d++) {
+    tsr__search_dir *dir = &dirs.dirs[d];
+    if (d >= MAX_DIRS) {
+      struct stat st;
+      dir->exists = stat(dir->path, &st) == 0 && S_ISDIR(st.st_mode);
+      snprintf(dir->note, sizeof dir->note, "not searched: more than %d directories", MAX_DIRS);
       continue;
     }
-    tsr__log(TSR_LOG_DEBUG, "plugins.d %s: %d manifest(s)", dirs.dirs[d], n);
-    for (int i = 0; i < n; i++) {
-      if (found_count == found_capacity) {
-        size_t cap = found_capacity ? found_capacity * 2 : 8;
-        found_manifest *grown = realloc(found, cap * sizeof *found);
-        if (!grown) {
-          for (int j = i; j < n; j++)
-            free(entries[j]);
-          free(entries);
-          free(found);
-          for (int k = 0; k < dirs.count; k++)
-            free(dirs.dirs[k]);
-          return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, "tsr_context_create",
-                           "out of memory reading manifests");
-        }
-        found = grown;
-        found_capacity = cap;
-      }
-      found_manifest *fm = &found[found_count++];
-      size_t len = strlen(entries[i]->d_name) - 5;
-      if (len >= sizeof fm->name)
-        len = sizeof fm->name - 1;
-      memcpy(fm->name, entries[i]->d_name, len);
-      fm->name[len] = '\0';
-      snprintf(fm->path, sizeof fm->path, "%s/%s", dirs.dirs[d], entries[i]->d_name);
-      free(entries[i]);
+    if (scan_dir(dir, &found, &found_count, &found_capacity) != TSR_OK) {
+      free_found(found, found_count);
+      return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of memory reading manifests");
     }
-    free(entries);
   }
-  for (int k = 0; k < dirs.count; k++)
-    free(dirs.dirs[k]);
+  if (dirs.count > MAX_DIRS)
+    tsr__log(TSR_LOG_WARN,
+             "plugin search path: %zu director%s after the first %d not searched, from %s on",
+             dirs.count - MAX_DIRS, dirs.count - MAX_DIRS == 1 ? "y" : "ies", MAX_DIRS,
+             dirs.dirs[MAX_DIRS].path);
+
+  filters f = {NULL, "TESSERA_BACKENDS", NULL, "TESSERA_DISABLE_BACKENDS"};
+  f.only = tsr__getenv("TESSERA_BACKENDS");
+  f.drop = tsr__getenv("TESSERA_DISABLE_BACKENDS");
+  if (options && options->backends) {
+    f.only = options->backends;
+    f.only_source = "options.backends";
+  }
+  if (options && options->disable_backends) {
+    f.drop = options->disable_backends;
+    f.drop_source = "options.disable_backends";
+  }
 
   /* Slots are allocated once, so the host-services tables handed to plugins
    * never move. */
   context->plugins = found_count ? calloc(found_count, sizeof *context->plugins) : NULL;
   if (found_count && !context->plugins) {
-    free(found);
-    return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, "tsr_context_create", "out of memory");
+    free_found(found, found_count);
+    return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of memory");
   }
   context->plugin_count = (uint32_t)found_count;
   for (size_t i = 0; i < found_count; i++) {
     tsr_plugin_slot *slot = &context->plugins[i];
     slot->context = context;
     slot->report.struct_size = sizeof slot->report;
-    tsr__strlcpy(slot->report.name, found[i].name, sizeof slot->report.name);
-    tsr__strlcpy(slot->report.manifest, found[i].path, sizeof slot->report.manifest);
-    const tsr_plugin_slot *first = NULL;
-    for (size_t j = 0; j < i; j++) {
-      if (!strcmp(context->plugins[j].report.name, slot->report.name)) {
-        first = &context->plugins[j];
-        break;
-      }
-    }
+    copy_marked(slot->report.name, sizeof slot->report.name, found[i].name);
+    copy_marked(slot->report.manifest, sizeof slot->report.manifest, found[i].path);
+    if (refuse_unfit(slot, &found[i]))
+      continue;
+    const found_manifest *first = NULL;
+    for (size_t j = 0; j < i && !first; j++)
+      if (!strcmp(found[j].name, found[i].name))
+        first = &found[j];
     if (first) {
-      skip(slot, TSR_PLUGIN_SKIPPED, "duplicate name: %s was first found at %s", slot->report.name,
-           first->report.manifest);
+      skip(slot, TSR_PLUGIN_SKIPPED, "duplicate name: %s was first found at %s", found[i].name,
+           first->path);
       continue;
     }
-    load_one(slot, options);
+    load_one(slot, &f);
   }
-  free(found);
+  if (f.only && *f.only)
+    warn_unmatched(f.only, f.only_source, found, found_count);
+  if (f.drop)
+    warn_unmatched(f.drop, f.drop_source, found, found_count);
+  free_found(found, found_count);
   return TSR_OK;
 }
 
@@ -523,4 +932,7 @@ void tsr__unload_plugins(struct tsr_context *context) {
   free(context->plugins);
   context->plugins = NULL;
   context->plugin_count = 0;
+  free_search_dirs(context->search_dirs, context->search_dir_count);
+  context->search_dirs = NULL;
+  context->search_dir_count = 0;
 }

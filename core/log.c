@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging to stderr, filtered by TESSERA_LOG or the context option. */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +21,14 @@ static int level_from_env(void) {
     return TSR_LOG_WARN;
   if (!strcasecmp(value, "error") || !strcasecmp(value, "off") || !strcasecmp(value, "quiet"))
     return TSR_LOG_ERROR;
+  /* A misspelt level would otherwise silently mean "warn"; once per process,
+   * since this runs on every log call. Written directly: tsr__log comes here. */
+  static atomic_flag warned = ATOMIC_FLAG_INIT;
+  if (*value && !atomic_flag_test_and_set(&warned))
+    fprintf(stderr,
+            "tessera [warn] TESSERA_LOG=%.64s is not one of error, warn, info, debug: using "
+            "warn\n",
+            value);
   return TSR_LOG_WARN;
 }
 

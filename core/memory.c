@@ -1,5 +1,13 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Buffers, queues and events: argument checks, then the plugin. Every object
- * is linked into its context so that destroying the context frees it. */
+ * is linked into its context so that destroying the context frees it.
+ *
+ * Threads: a device may be used from several threads, one queue per thread.
+ * Each queue has a lock that its owner takes around every plugin call
+ * (uncontended, so the op path stays parallel); another thread takes it only
+ * to drain the queue before freeing a buffer that was given work there, or
+ * to wait on one of its events. A buffer remembers the queues that were given
+ * work on it, so destroying a buffer waits only for those. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +33,50 @@ static void link_remove(tsr_context *context, tsr_object_link *node) {
 
 static const tsr_plugin_v1 *table_of(const tsr_device *device) {
   return device->plugin->table;
+}
+
+static void link_init(tsr_object_link *head) {
+  head->prev = head->next = head;
+}
+
+void tsr__objects_init(tsr_context *context) {
+  pthread_mutex_init(&context->lock, NULL);
+  pthread_cond_init(&context->drained, NULL);
+  link_init(&context->buffers);
+  link_init(&context->queues);
+  link_init(&context->events);
+  link_init(&context->dead_buffers);
+}
+
+void tsr__objects_release(tsr_context *context) {
+  while (context->dead_buffers.next != &context->dead_buffers) {
+    tsr_object_link *l = context->dead_buffers.next;
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    free(l);
+  }
+  pthread_cond_destroy(&context->drained);
+  pthread_mutex_destroy(&context->lock);
+}
+
+/* Destroyed buffer records kept readable before they go back to malloc: a
+ * stale handle among the last DEAD_BUFFERS_KEPT destroyed is reported. */
+enum { DEAD_BUFFERS_KEPT = 4096 };
+
+/* A buffer handle a public call may read: not NULL-checked here. */
+static tsr_status check_live(const char *call, const char *name, const tsr_buffer *buffer) {
+  if (tsr__buffer_live(buffer))
+    return TSR_OK;
+  return tsr__fail(TSR_ERROR_INVALID_VALUE, call, "%s (%p) was destroyed by tsr_buffer_destroy",
+                   name, (const void *)buffer);
+}
+
+static void queue_lock(tsr_queue *queue) {
+  pthread_mutex_lock(&queue->lock);
+}
+
+static void queue_unlock(tsr_queue *queue) {
+  pthread_mutex_unlock(&queue->lock);
 }
 
 /* ---- buffers ---- */
@@ -54,6 +106,7 @@ tsr_status tsr_buffer_create(tsr_device *device, size_t bytes, tsr_buffer **out)
   }
   buffer->device = device;
   buffer->size = bytes;
+  __atomic_store_n(&buffer->state, TSR__BUFFER_LIVE, __ATOMIC_RELEASE);
   link_add(device->context, &device->context->buffers, &buffer->link);
   *out = buffer;
   return TSR_OK;
@@ -90,6 +143,7 @@ static tsr_status buffer_wrap(tsr_device *device, tsr_external_kind kind, void *
   }
   buffer->device = device;
   buffer->size = bytes;
+  __atomic_store_n(&buffer->state, TSR__BUFFER_LIVE, __ATOMIC_RELEASE);
   link_add(device->context, &device->context->buffers, &buffer->link);
   *out = buffer;
   return TSR_OK;
@@ -106,37 +160,97 @@ tsr_status tsr_buffer_wrap_cuda(tsr_device *device, uint64_t device_pointer, siz
                      bytes, out, "tsr_buffer_wrap_cuda");
 }
 
-/* Waits until no queue of the device still has work that may use a buffer,
- * without consuming the queues' deferred errors. */
-static void drain_device_queues(tsr_device *device) {
+/* Queues an event on `queue` and waits for it: the queue's earlier work is
+ * done, and its deferred errors stay for its owner's tsr_queue_finish. */
+static void drain_one(const tsr_plugin_v1 *t, tsr_queue *queue) {
+  queue_lock(queue);
+  void *event = NULL;
+  if (t->event_record(queue->handle, &event) == TSR_OK) {
+    t->event_wait(event);
+    if (t->event_destroy)
+      t->event_destroy(event);
+  }
+  queue_unlock(queue);
+}
+
+static bool drains(const tsr_queue *queue, const tsr_device *device, uint64_t used) {
+  return queue->device == device && (queue->bit & used);
+}
+
+/* Waits until no queue that was given work on `buffer` still has some. */
+static void drain_queues_of(tsr_buffer *buffer) {
+  tsr_device *device = buffer->device;
   tsr_context *context = device->context;
   const tsr_plugin_v1 *t = table_of(device);
+  uint64_t used = __atomic_load_n(&buffer->queues_used, __ATOMIC_ACQUIRE);
+  if (!used || !t->event_record || !t->event_wait)
+    return;
+  /* The queues are pinned with a drainer count (tsr_queue_destroy waits for
+   * it), so the waits below hold no context-wide lock. */
   pthread_mutex_lock(&context->lock);
+  size_t count = 0;
+  for (tsr_object_link *l = context->queues.next; l != &context->queues; l = l->next)
+    count += drains((tsr_queue *)l, device, used);
+  tsr_queue *few[16];
+  tsr_queue **queues = count <= 16 ? few : malloc(count * sizeof *queues);
+  if (!queues) {
+    for (tsr_object_link *l = context->queues.next; l != &context->queues; l = l->next)
+      if (drains((tsr_queue *)l, device, used))
+        drain_one(t, (tsr_queue *)l);
+    pthread_mutex_unlock(&context->lock);
+    return;
+  }
+  size_t n = 0;
   for (tsr_object_link *l = context->queues.next; l != &context->queues; l = l->next) {
     tsr_queue *q = (tsr_queue *)l;
-    if (q->device != device)
-      continue;
-    void *event = NULL;
-    if (t->event_record && t->event_wait && t->event_record(q->handle, &event) == TSR_OK) {
-      t->event_wait(event);
-      if (t->event_destroy)
-        t->event_destroy(event);
+    if (drains(q, device, used)) {
+      q->drainers++;
+      queues[n++] = q;
     }
   }
   pthread_mutex_unlock(&context->lock);
-}
-
-static void buffer_free(tsr_buffer *buffer) {
-  drain_device_queues(buffer->device);
-  table_of(buffer->device)->buffer_free(buffer->device->handle, buffer->handle);
-  free(buffer);
+  for (size_t i = 0; i < n; i++)
+    drain_one(t, queues[i]);
+  pthread_mutex_lock(&context->lock);
+  for (size_t i = 0; i < n; i++)
+    queues[i]->drainers--;
+  pthread_cond_broadcast(&context->drained);
+  pthread_mutex_unlock(&context->lock);
+  if (queues != few)
+    free(queues);
 }
 
 void tsr_buffer_destroy(tsr_buffer *buffer) {
   if (!buffer)
     return;
-  link_remove(buffer->device->context, &buffer->link);
-  buffer_free(buffer);
+  uint32_t expected = TSR__BUFFER_LIVE;
+  if (!__atomic_compare_exchange_n(&buffer->state, &expected, TSR__BUFFER_DEAD, false,
+                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    tsr__log(TSR_LOG_WARN, "tsr_buffer_destroy: buffer %p was already destroyed; ignored",
+             (void *)buffer);
+    return;
+  }
+  tsr_context *context = buffer->device->context;
+  link_remove(context, &buffer->link);
+  drain_queues_of(buffer);
+  table_of(buffer->device)->buffer_free(buffer->device->handle, buffer->handle);
+  buffer->handle = NULL;
+  /* Keep the record readable (state DEAD); free the oldest beyond the limit. */
+  tsr_object_link *oldest = NULL;
+  pthread_mutex_lock(&context->lock);
+  tsr_object_link *head = &context->dead_buffers;
+  buffer->link.next = head;
+  buffer->link.prev = head->prev;
+  head->prev->next = &buffer->link;
+  head->prev = &buffer->link;
+  if (++context->dead_buffer_count > DEAD_BUFFERS_KEPT) {
+    oldest = head->next;
+    oldest->prev->next = oldest->next;
+    oldest->next->prev = oldest->prev;
+    context->dead_buffer_count--;
+  }
+  pthread_mutex_unlock(&context->lock);
+  free(oldest);
 }
 
 tsr_status tsr_buffer_size(const tsr_buffer *buffer, size_t *bytes) {
@@ -144,6 +258,9 @@ tsr_status tsr_buffer_size(const tsr_buffer *buffer, size_t *bytes) {
   if (!buffer || !bytes)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, "tsr_buffer_size", "%s is NULL",
                      !buffer ? "buffer" : "bytes");
+  tsr_status st = check_live("tsr_buffer_size", "buffer", buffer);
+  if (st != TSR_OK)
+    return st;
   *bytes = buffer->size;
   return TSR_OK;
 }
@@ -153,6 +270,9 @@ tsr_status tsr_buffer_device(const tsr_buffer *buffer, tsr_device **device) {
   if (!buffer || !device)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, "tsr_buffer_device", "%s is NULL",
                      !buffer ? "buffer" : "device");
+  tsr_status st = check_live("tsr_buffer_device", "buffer", buffer);
+  if (st != TSR_OK)
+    return st;
   *device = buffer->device;
   return TSR_OK;
 }
@@ -163,6 +283,9 @@ tsr_status tsr_buffer_map(tsr_buffer *buffer, void **host_pointer) {
   if (!buffer || !host_pointer)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL",
                      !buffer ? "buffer" : "host_pointer");
+  tsr_status st = check_live(call, "buffer", buffer);
+  if (st != TSR_OK)
+    return st;
   const tsr_plugin_v1 *t = table_of(buffer->device);
   void *p = t->buffer_host_pointer ? t->buffer_host_pointer(buffer->device->handle, buffer->handle)
                                    : NULL;
@@ -193,14 +316,34 @@ tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out) {
     return tsr__fail_plugin(st, call, "the plugin could not create a queue");
   }
   queue->device = device;
-  link_add(device->context, &device->context->queues, &queue->link);
+  pthread_mutex_init(&queue->lock, NULL);
+  tsr_context *context = device->context;
+  pthread_mutex_lock(&context->lock);
+  uint64_t free_slots = ~context->queue_slots & ~TSR__QUEUE_BIT_OVERFLOW;
+  queue->bit = free_slots ? free_slots & -free_slots : TSR__QUEUE_BIT_OVERFLOW;
+  context->queue_slots |= queue->bit & ~TSR__QUEUE_BIT_OVERFLOW;
+  pthread_mutex_unlock(&context->lock);
+  link_add(context, &context->queues, &queue->link);
   *out = queue;
   return TSR_OK;
 }
 
 static void queue_free(tsr_queue *queue) {
   table_of(queue->device)->queue_destroy(queue->handle);
+  pthread_mutex_destroy(&queue->lock);
   free(queue);
+}
+
+/* Unlinks a queue once no other thread is draining it and frees its slot. */
+static void queue_unlink(tsr_context *context, tsr_queue *queue) {
+  pthread_mutex_lock(&context->lock);
+  while (queue->drainers > 0)
+    pthread_cond_wait(&context->drained, &context->lock);
+  queue->link.prev->next = queue->link.next;
+  queue->link.next->prev = queue->link.prev;
+  queue->link.prev = queue->link.next = &queue->link;
+  context->queue_slots &= ~(queue->bit & ~TSR__QUEUE_BIT_OVERFLOW);
+  pthread_mutex_unlock(&context->lock);
 }
 
 void tsr_queue_destroy(tsr_queue *queue) {
@@ -223,7 +366,7 @@ void tsr_queue_destroy(tsr_queue *queue) {
     l = next;
   }
   pthread_mutex_unlock(&context->lock);
-  link_remove(context, &queue->link);
+  queue_unlink(context, queue);
   queue_free(queue);
 }
 
@@ -232,7 +375,9 @@ tsr_status tsr_queue_finish(tsr_queue *queue) {
   tsr__clear_error();
   if (!queue)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "queue is NULL");
+  queue_lock(queue);
   tsr_status st = table_of(queue->device)->queue_finish(queue->handle);
+  queue_unlock(queue);
   if (st != TSR_OK)
     return tsr__fail_plugin(st, call, "a queued operation failed");
   return TSR_OK;
@@ -250,6 +395,9 @@ static tsr_status check_range(const char *call, const char *what, size_t offset,
 
 static tsr_status check_queue_buffer(const char *call, const tsr_queue *queue,
                                      const tsr_buffer *buffer, const char *name) {
+  tsr_status st = check_live(call, name, buffer);
+  if (st != TSR_OK)
+    return st;
   if (buffer->device != queue->device)
     return tsr__fail(TSR_ERROR_WRONG_DEVICE, call, "%s is on %s but the queue is on %s", name,
                      buffer->device->info.selector, queue->device->info.selector);
@@ -270,7 +418,10 @@ tsr_status tsr_buffer_write(tsr_queue *queue, tsr_buffer *buffer, size_t offset,
     st = check_range(call, "write", offset, bytes, buffer->size);
   if (st != TSR_OK || bytes == 0)
     return st;
+  tsr__buffer_mark(buffer, queue);
+  queue_lock(queue);
   st = table_of(queue->device)->buffer_write(queue->handle, buffer->handle, offset, src, bytes);
+  queue_unlock(queue);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "the plugin could not write the buffer");
 }
 
@@ -288,7 +439,10 @@ tsr_status tsr_buffer_read(tsr_queue *queue, const tsr_buffer *buffer, size_t of
     st = check_range(call, "read", offset, bytes, buffer->size);
   if (st != TSR_OK || bytes == 0)
     return st;
+  tsr__buffer_mark((tsr_buffer *)buffer, queue);
+  queue_lock(queue);
   st = table_of(queue->device)->buffer_read(queue->handle, buffer->handle, offset, dst, bytes);
+  queue_unlock(queue);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "the plugin could not read the buffer");
 }
 
@@ -320,7 +474,11 @@ tsr_status tsr_buffer_copy(tsr_queue *queue, const tsr_buffer *src, size_t src_o
   if (!t->buffer_copy)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin has no device copy",
                      queue->device->info.backend);
+  tsr__buffer_mark((tsr_buffer *)src, queue);
+  tsr__buffer_mark(dst, queue);
+  queue_lock(queue);
   st = t->buffer_copy(queue->handle, src->handle, src_offset, dst->handle, dst_offset, bytes);
+  queue_unlock(queue);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "the plugin could not queue the copy");
 }
 
@@ -338,7 +496,9 @@ tsr_status tsr_event_record(tsr_queue *queue, tsr_event **out) {
   tsr_event *event = calloc(1, sizeof *event);
   if (!event)
     return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of host memory");
+  queue_lock(queue);
   tsr_status st = t->event_record(queue->handle, &event->handle);
+  queue_unlock(queue);
   if (st != TSR_OK) {
     free(event);
     return tsr__fail_plugin(st, call, "the plugin could not record an event");
@@ -354,7 +514,10 @@ tsr_status tsr_event_wait(tsr_event *event) {
   tsr__clear_error();
   if (!event)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "event is NULL");
+  /* The event may belong to another thread's queue: its wait may submit there. */
+  queue_lock(event->queue);
   tsr_status st = table_of(event->queue->device)->event_wait(event->handle);
+  queue_unlock(event->queue);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "waiting for the event failed");
 }
 
@@ -373,7 +536,16 @@ tsr_status tsr_event_elapsed_ms(tsr_event *start, tsr_event *end, double *ms) {
   if (!t->event_elapsed_ms)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin cannot time events",
                      start->queue->device->info.backend);
+  /* Both queues, in address order so that two such calls cannot deadlock. */
+  tsr_queue *first = start->queue < end->queue ? start->queue : end->queue;
+  tsr_queue *second = start->queue < end->queue ? end->queue : start->queue;
+  queue_lock(first);
+  if (second != first)
+    queue_lock(second);
   tsr_status st = t->event_elapsed_ms(start->handle, end->handle, ms);
+  if (second != first)
+    queue_unlock(second);
+  queue_unlock(first);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "the plugin could not time the events");
 }
 
@@ -391,12 +563,13 @@ void tsr__destroy_objects(tsr_context *context) {
   /* Queues finish their work before buffers go. */
   while (context->queues.next != &context->queues) {
     tsr_queue *q = (tsr_queue *)context->queues.next;
-    link_remove(context, &q->link);
+    queue_unlink(context, q);
     queue_free(q);
   }
   while (context->buffers.next != &context->buffers) {
     tsr_buffer *b = (tsr_buffer *)context->buffers.next;
     link_remove(context, &b->link);
+    __atomic_store_n(&b->state, TSR__BUFFER_DEAD, __ATOMIC_RELEASE);
     table_of(b->device)->buffer_free(b->device->handle, b->handle);
     free(b);
   }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Environment, strings, dtype and op names, tensor view helpers. */
 #include <stdlib.h>
 #include <string.h>

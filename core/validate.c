@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Op argument validation: turns a public op descriptor into the plugin's args
  * struct, or fails with a status and a sentence naming the argument and the
@@ -16,7 +17,7 @@
 
 #include "internal.h"
 
-#define MAX_SLOTS 5
+#define MAX_SLOTS TSR__OP_MAX_TENSORS
 
 enum slot_flags { SLOT_REQUIRED = 1u, SLOT_OUTPUT = 2u };
 
@@ -96,6 +97,11 @@ static tsr_status check_presence(const checker *ck) {
                          s->name, ck->op_name, s->name);
       continue;
     }
+    /* Before anything else reads the handle: a destroyed one stays readable. */
+    if (!tsr__buffer_live(buffer))
+      return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
+                       "%s.buffer (%p) was destroyed by tsr_buffer_destroy", s->name,
+                       (const void *)buffer);
     if (buffer->device == ck->device)
       continue;
     /* Two contexts both have a "cpu:0": say which mistake it is. */
@@ -657,6 +663,17 @@ static tsr_status validate_grouped_gemm(checker *ck, const void *raw, tsr__op_ar
 
 /* ---- attention ---- */
 
+/* A window as plugins get it: -1 when unbounded, which it is when negative
+ * or when it reaches past every key from every query row (positions run
+ * from Skv - Sq to Skv - 1: a left window of Skv or more reaches below key
+ * 0 from all of them, a right window of Sq or more past key Skv - 1). So a
+ * plugin never sees a window of Skv or more (left) or Sq or more (right),
+ * and position +- window cannot overflow, in 32 bits either when the
+ * sequences fit. */
+static int64_t unbounded_window(int64_t window, int64_t reach) {
+  return window < 0 || window >= reach ? -1 : window;
+}
+
 static tsr_status validate_attention(checker *ck, const void *raw, tsr__op_args *out) {
   tsr_attention_args *args = &out->u.attention;
   TRY(check_struct_size(ck, raw, sizeof(tsr_attention_desc), "tsr_attention_desc"));
@@ -707,8 +724,8 @@ static tsr_status validate_attention(checker *ck, const void *raw, tsr__op_args 
   convert_tensor(&desc->lse, &args->lse);
   args->scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)desc->q.shape[3]));
   args->causal = desc->causal ? 1 : 0;
-  args->window_left = desc->window_left;
-  args->window_right = desc->causal ? 0 : desc->window_right;
+  args->window_left = unbounded_window(desc->window_left, desc->k.shape[1]);
+  args->window_right = desc->causal ? 0 : unbounded_window(desc->window_right, desc->q.shape[1]);
   return TSR_OK;
 }
 
@@ -1015,6 +1032,12 @@ tsr_status tsr__validate_op(tsr_device *device, tsr_op op, const void *desc, con
     break;
   case TSR_OP_COUNT_:
     break;
+  }
+  if (status == TSR_OK) {
+    /* The buffers the op touches, so the queue can be remembered on each. */
+    for (int i = 0; i < ck.count; i++)
+      if (ck.slots[i].tensor->buffer != NULL)
+        out->buffers[out->buffer_count++] = ck.slots[i].tensor->buffer;
   }
   return status;
 }

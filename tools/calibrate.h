@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host CPU's arithmetic ceiling for `tessera bench`: the vector
  * instruction sets the CPU and the operating system support (CPUID feature
  * bits and the register state enabled in XCR0, never model tables), and the

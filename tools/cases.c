@@ -1,5 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "cases.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* Case sizes are kept small enough that the whole table runs in seconds on a
@@ -18,6 +20,20 @@ static void add(case_table *table, problem_spec spec, bool quick) {
   table->cases[table->count].spec = spec;
   table->cases[table->count].quick = quick;
   table->count++;
+}
+
+/* NaN and infinities among the inputs (problem.c's special_input says
+ * where); the case expects NaN outputs wherever the reference has them. */
+static problem_spec non_finite(problem_spec s) {
+  s.special = SPECIAL_NON_FINITE;
+  s.nan_outputs = true;
+  return s;
+}
+
+/* Large magnitudes among the inputs (up to 1e30): outputs stay finite. */
+static problem_spec large(problem_spec s) {
+  s.special = SPECIAL_LARGE;
+  return s;
 }
 
 static problem_spec gemm(int64_t batch, int64_t m, int64_t n, int64_t k) {
@@ -84,6 +100,13 @@ static void gemm_cases(case_table *t) {
   add(t, with_layout(gemm(1, 7, 4099, 33), false, true), false);                    /* 20 */
   s = with_epilogue(gemm(2, 130, 260, 300), 1.0f, false, 0.0f, true, TSR_ACT_SILU); /* 21 */
   add(t, s, false);
+  /* +-inf and NaN in the bias through each activation: gelu and silu of -inf
+   * are 0, not -inf * 0. */
+  static const tsr_activation acts[4] = {TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF,
+                                         TSR_ACT_SILU};
+  for (int i = 0; i < 4; i++) /* 22 .. 25 */
+    add(t, non_finite(with_epilogue(gemm(1, 9, 23 + 8 * i, 17), 1.0f, false, 0.0f, true, acts[i])),
+        false);
 }
 
 static problem_spec grouped(const int64_t *sizes, int64_t groups, int64_t n, int64_t k) {
@@ -180,6 +203,22 @@ static void attention_cases(case_table *t) {
   add(t, attention(1, 3, 3, 40, 9, 16), false); /* 10 */
   add(t, with_lse(bhsd(causal(attention(1, 8, 1, 129, 129, 80)))), false);
   add(t, with_lse(window(attention(1, 2, 2, 7, 1793, 8), 100, -1)), false); /* 12 */
+  /* Windows near the top of int64 and int32, 2^32 + 3 (3 when truncated to
+   * 32 bits), and just above and at what reaches every key (Skv left, Sq
+   * right): each equals unbounded; Sq != Skv both ways, causal and not. */
+  add(t, with_lse(window(attention(1, 2, 1, 37, 23, 32), INT64_MAX, INT64_MAX)), true); /* 13 */
+  add(t, with_lse(window(causal(attention(1, 2, 2, 19, 45, 16)), INT64_MAX - 1, 0)), false);
+  add(t, with_lse(window(causal(attention(2, 4, 2, 50, 30, 64)), INT32_MAX, 0)), false); /* 15 */
+  add(t, window(attention(1, 2, 2, 9, 70, 32), INT32_MAX, INT64_MAX - 1), false);
+  const int64_t past_int32 = (INT64_C(1) << 32) + 3;
+  add(t, with_lse(window(attention(1, 2, 1, 40, 33, 32), past_int32, past_int32)), false); /* 17 */
+  add(t, with_lse(window(attention(1, 2, 1, 40, 33, 32), 34, 41)), false);
+  add(t, with_lse(window(causal(attention(1, 2, 1, 40, 33, 32)), 33, 0)), false); /* 19 */
+  add(t, with_lse(window(attention(1, 2, 1, 40, 33, 32), 32, 39)), false);
+  /* NaN and inf in query rows and in one key: those rows' o and lse NaN. */
+  add(t, with_lse(non_finite(causal(attention(1, 4, 2, 21, 29, 32)))), true); /* 21 */
+  add(t, with_lse(non_finite(bhsd(attention(2, 2, 2, 17, 17, 64)))), false);
+  add(t, with_lse(non_finite(attention(1, 4, 4, 33, 65, 128))), false); /* 23 */
 }
 
 static problem_spec rows(tsr_op op, int32_t rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
@@ -218,6 +257,9 @@ static void rmsnorm_cases(case_table *t) {
   s.rows.eps = 1e-5f;
   add(t, s, false);
   add(t, norm(rows(op, 1, 4096, 0, 0, 0), false, false, true, false, false), false);
+  /* 1e30 in f32 and bf16: the sum of squares overflows f32, not fp64. */
+  add(t, large(norm(rows(op, 2, 6, 1000, 0, 0), true, true, true, false, false)), false);
+  add(t, large(padded(rows(op, 2, 3, 5000, 0, 0), 2)), false);
 }
 
 static void layernorm_cases(case_table *t) {
@@ -230,6 +272,8 @@ static void layernorm_cases(case_table *t) {
   problem_spec s = norm(rows(op, 2, 1, 4096, 0, 0), false, false, true, false, false);
   s.rows.eps = 1e-3f;
   add(t, s, false);
+  add(t, large(norm(rows(op, 2, 6, 1000, 0, 0), false, false, true, true, false)), false);
+  add(t, large(padded(rows(op, 2, 2, 5000, 0, 0), 3)), false);
 }
 
 static problem_spec scaled(problem_spec s, float scale) {
@@ -251,6 +295,13 @@ static void softmax_cases(case_table *t) {
   /* several rows of several 1024-element blocks and a tail: the CPU's
    * pipelined softmax (one row's output pass fused with the next's reading) */
   add(t, rows(op, 2, 4, 3100, 0, 0), false);
+  /* scale 1e30: the max gets 1, the rest 0; with inputs of 1e30 too, scale
+   * times x is far beyond f32 (the reference computes it in fp64). */
+  add(t, scaled(rows(op, 2, 9, 300, 0, 0), 1e30f), false); /* 8 */
+  add(t, scaled(large(rows(op, 2, 5, 1100, 0, 0)), 1e30f), false);
+  /* +inf or NaN in a row: the row is NaN; -inf entries are zeros. */
+  add(t, non_finite(rows(op, 2, 12, 77, 0, 0)), true); /* 10 */
+  add(t, padded(non_finite(rows(op, 2, 8, 3100, 0, 0)), 3), false);
 }
 
 static problem_spec rope(int64_t batch, int64_t seq, int64_t heads, int64_t dim,
@@ -296,6 +347,12 @@ static void swiglu_cases(case_table *t) {
   add(t, rows(op, 2, 7, 17, 0, 0), false);
   add(t, padded(rows(op, 2, 127, 1793, 0, 0), 9), false);
   add(t, rows(op, 3, 3, 5, 64, 0), true);
+  /* +-inf and NaN, then +-88, +-100, +-1e4, +-1e30, dense (vector paths)
+   * and padded (strided paths). */
+  add(t, non_finite(rows(op, 2, 7, 128, 0, 0)), false); /* 4 */
+  add(t, padded(non_finite(rows(op, 2, 7, 130, 0, 0)), 3), false);
+  add(t, large(rows(op, 2, 7, 128, 0, 0)), false); /* 6 */
+  add(t, padded(large(rows(op, 2, 7, 130, 0, 0)), 3), false);
 }
 
 static problem_spec gelu(problem_spec s, tsr_gelu_approx approximate) {
@@ -309,6 +366,13 @@ static void gelu_cases(case_table *t) {
   add(t, gelu(rows(op, 2, 17, 127, 0, 0), TSR_GELU_TANH), false);
   add(t, padded(gelu(rows(op, 2, 7, 1793, 0, 0), TSR_GELU_ERF), 4), false);
   add(t, gelu(rows(op, 4, 2, 3, 4, 17), TSR_GELU_TANH), true);
+  /* As swiglu's: both approximations, dense and padded. */
+  add(t, gelu(non_finite(rows(op, 2, 7, 128, 0, 0)), TSR_GELU_ERF), false); /* 4 */
+  add(t, gelu(padded(non_finite(rows(op, 2, 7, 130, 0, 0)), 3), TSR_GELU_TANH), false);
+  add(t, gelu(large(rows(op, 2, 7, 128, 0, 0)), TSR_GELU_TANH), false); /* 6 */
+  add(t, gelu(padded(large(rows(op, 2, 7, 130, 0, 0)), 3), TSR_GELU_ERF), false);
+  add(t, gelu(non_finite(rows(op, 2, 7, 128, 0, 0)), TSR_GELU_TANH), false); /* 8 */
+  add(t, gelu(large(rows(op, 2, 7, 128, 0, 0)), TSR_GELU_ERF), false);
 }
 
 static problem_spec cross_entropy(int64_t rows, int64_t vocab, bool lse) {

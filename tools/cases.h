@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The table of `tessera check` cases: for every op a numbered list of
  * problems (run for each of f32, f16, bf16), awkward shapes and layouts
  * included. A case's number is stable: it is what `--case N` reproduces. */

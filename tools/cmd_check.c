@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tessera check: every (device, op, dtype, case) against the fp64 reference,
  * with guard bands, NaN-filled outputs, per-dtype error bounds, a device x op
  * matrix, JSON and JUnit reports, device-to-device comparison, and for every
@@ -46,6 +47,7 @@ typedef struct check_options {
   const char *compare; /* "A,B" */
   uint64_t seed;
   bool verbose;
+  bool list; /* print the cases each device would run; run nothing */
 } check_options;
 
 typedef struct record_list {
@@ -257,16 +259,22 @@ static void print_matrix(const record_list *records) {
 }
 
 static bool write_json(const char *path, const record_list *records, const check_options *options,
-                       const tally *total) {
+                       const device_selection *selection, const tally *total) {
   FILE *f = fopen(path, "w");
   if (f == NULL) {
     cli_error("cannot write %s", path);
     return false;
   }
-  fprintf(f, "{\n  \"tool\": \"tessera check\",\n  \"version\": ");
-  json_string(f, tsr_version());
-  fprintf(f, ",\n  \"seed\": %llu,\n  \"quick\": %s,\n", (unsigned long long)options->seed,
+  json_report_head(f, "tessera check");
+  fprintf(f, "  \"seed\": %llu,\n  \"quick\": %s,\n", (unsigned long long)options->seed,
           options->quick ? "true" : "false");
+  fprintf(f, "  \"devices\": [");
+  for (uint32_t d = 0; d < selection->count; d++) {
+    fprintf(f, "%s\n    {", d ? "," : "");
+    json_device_members(f, &selection->infos[d]);
+    fprintf(f, "}");
+  }
+  fprintf(f, "\n  ],\n");
   fprintf(f, "  \"summary\": {\"passed\": %d, \"failed\": %d, \"errors\": %d, \"skipped\": %d},\n",
           total->passed, total->failed, total->errors, total->skipped);
   fprintf(f, "  \"results\": [");
@@ -413,12 +421,18 @@ static int parse_check_options(int argc, char **argv, check_options *o) {
       o->seed = (uint64_t)n;
     } else if (arg_flag(&c, "--verbose") || arg_flag(&c, "-v")) {
       o->verbose = true;
+    } else if (arg_flag(&c, "--list")) {
+      o->list = true;
     } else {
       return arg_unknown(&c, "check");
     }
   }
   if (c.failed)
     return EXIT_USAGE;
+  if (o->list && (o->json_path != NULL || o->junit_path != NULL)) {
+    cli_error("check: --list runs nothing, so it writes no --json or --junit report");
+    return EXIT_USAGE;
+  }
   if (o->case_index >= 0) {
     if (o->op == TSR_OP_COUNT_) {
       cli_error("check: --case needs --op (case numbers are per op)");
@@ -464,6 +478,82 @@ static int select_cases(const check_options *o, case_ref *out, int capacity) {
   return n;
 }
 
+/* The options that choose cases, as given, for "no case matched". */
+static void describe_filters(const check_options *o, filter_text *filters) {
+  memset(filters, 0, sizeof *filters);
+  for (int i = 0; i < o->selector_count; i++)
+    filter_add(filters, "--device", o->selectors[i]);
+  if (o->all)
+    filter_add(filters, "--all", NULL);
+  if (o->compare != NULL)
+    filter_add(filters, "--compare", o->compare);
+  if (o->op != TSR_OP_COUNT_)
+    filter_add(filters, "--op", tsr_op_name(o->op));
+  if (o->dtype != TSR_DTYPE_INVALID)
+    filter_add(filters, "--dtype", tsr_dtype_name(o->dtype));
+  if (o->case_index >= 0) {
+    char number[16];
+    snprintf(number, sizeof number, "%d", o->case_index);
+    filter_add(filters, "--case", number);
+  }
+  if (o->quick)
+    filter_add(filters, "--quick", NULL);
+}
+
+/* --list: per device and op, the selected cases the device can run and in
+ * which dtypes (with --verbose one line per case). Returns how many
+ * (case, dtype) runs that makes on all devices; *why gets the first reason
+ * a device cannot run an op or dtype. */
+static int list_cases(const device_run *runs, uint32_t device_count, const case_ref *refs,
+                      int case_count, const tsr_dtype *dtypes, int dtype_count, bool verbose,
+                      char *why, size_t why_capacity) {
+  int total = 0;
+  for (uint32_t d = 0; d < device_count; d++) {
+    const tsr_device_info *info = &runs[d].info;
+    printf("%s%s (%s)\n", d ? "\n" : "", info->selector, info->name);
+    for (int op = 0; op < TSR_OP_COUNT_; op++) {
+      char dtype_list[32] = "", indexes[2048] = "";
+      int runnable = 0, cases = 0, selected = 0;
+      for (int c = 0; c < case_count; c++)
+        selected += refs[c].op == (tsr_op)op;
+      for (int t = 0; t < dtype_count && selected > 0; t++) {
+        char reason[160];
+        if (!device_can_run(info, (tsr_op)op, dtypes[t], reason, sizeof reason)) {
+          if (why[0] == '\0')
+            snprintf(why, why_capacity, "%s", reason);
+          continue;
+        }
+        size_t used = strlen(dtype_list);
+        snprintf(dtype_list + used, sizeof dtype_list - used, "%s%s", runnable ? "," : "",
+                 tsr_dtype_name(dtypes[t]));
+        runnable++;
+      }
+      for (int c = 0; c < case_count && runnable > 0; c++) {
+        if (refs[c].op != (tsr_op)op)
+          continue;
+        cases++;
+        size_t used = strlen(indexes);
+        snprintf(indexes + used, sizeof indexes - used, " %d", refs[c].index);
+        if (verbose) {
+          int n = 0;
+          char description[192];
+          problem_describe(&check_cases(refs[c].op, &n)[refs[c].index].spec, description,
+                           sizeof description);
+          printf("  %-13s #%-3d %-12s [%s]\n", tsr_op_name((tsr_op)op), refs[c].index, dtype_list,
+                 description);
+        }
+      }
+      if (cases == 0)
+        continue;
+      total += cases * runnable;
+      if (!verbose)
+        printf("  %-13s %3d case%s x %-12s:%s\n", tsr_op_name((tsr_op)op), cases,
+               cases == 1 ? " " : "s", dtype_list, indexes);
+    }
+  }
+  return total;
+}
+
 static void fill_record_identity(case_record *r, const char *device, const problem_spec *spec,
                                  int index) {
   snprintf(r->device, sizeof r->device, "%s", device);
@@ -503,7 +593,10 @@ int cmd_check(int argc, char **argv) {
   } else {
     rc = select_devices(context, o.selectors, o.selector_count, o.all, &selection);
   }
+  filter_text filters;
+  describe_filters(&o, &filters);
   if (rc != EXIT_OK) {
+    report_no_case("check", &filters, NULL);
     tsr_context_destroy(context);
     return rc;
   }
@@ -527,6 +620,20 @@ int cmd_check(int argc, char **argv) {
   int dtype_count = o.dtype == TSR_DTYPE_INVALID ? 3 : 1;
   const tsr_dtype *dtypes = o.dtype == TSR_DTYPE_INVALID ? cli_float_dtypes : &o.dtype;
   bool comparing = o.compare != NULL;
+  if (o.list) {
+    char why[192] = "";
+    int listed = list_cases(runs, selection.count, refs, case_count, dtypes, dtype_count, o.verbose,
+                            why, sizeof why);
+    if (listed > 0)
+      printf("\ncheck --list: %d case runs on %u device%s (nothing run)\n", listed, selection.count,
+             selection.count == 1 ? "" : "s");
+    else
+      report_no_case("check", &filters, why);
+    for (uint32_t d = 0; d < selection.count; d++)
+      tsr_queue_destroy(runs[d].queue);
+    tsr_context_destroy(context);
+    return listed > 0 ? EXIT_OK : EXIT_FAILED;
+  }
   int device_loops = comparing ? 1 : (int)selection.count;
   int total_steps = device_loops * case_count * dtype_count;
 
@@ -626,14 +733,22 @@ int cmd_check(int argc, char **argv) {
   printf("\ncheck: %d passed, %d failed, %d errors, %d skipped in %.1f s (seed %llu%s)\n",
          total.passed, total.failed, total.errors, total.skipped, seconds,
          (unsigned long long)o.seed, o.quick ? ", quick" : "");
-  if (total.passed + total.failed + total.errors == 0)
-    printf("check: no case ran: the selected devices support none of the selected ops/dtypes\n");
+  /* Nothing verified is not a pass: say which filters left nothing and why
+   * the first case was skipped. */
+  bool none_ran = total.passed + total.failed + total.errors == 0;
+  if (none_ran) {
+    const char *why = NULL;
+    for (size_t i = 0; i < records.count && why == NULL; i++)
+      if (records.items[i].result == OUTCOME_SKIP)
+        why = records.items[i].message;
+    report_no_case("check", &filters, why);
+  }
   if (out_of_memory)
     cli_error("check: out of host memory for results; stopped early");
 
   bool reports_ok = true;
   if (o.json_path != NULL)
-    reports_ok = write_json(o.json_path, &records, &o, &total) && reports_ok;
+    reports_ok = write_json(o.json_path, &records, &o, &selection, &total) && reports_ok;
   if (o.junit_path != NULL)
     reports_ok = write_junit(o.junit_path, &records, &total, seconds) && reports_ok;
 
@@ -641,5 +756,5 @@ int cmd_check(int argc, char **argv) {
   for (uint32_t d = 0; d < selection.count; d++)
     tsr_queue_destroy(runs[d].queue);
   tsr_context_destroy(context);
-  return any_failure || !reports_ok || out_of_memory ? EXIT_FAILED : EXIT_OK;
+  return any_failure || none_ran || !reports_ok || out_of_memory ? EXIT_FAILED : EXIT_OK;
 }

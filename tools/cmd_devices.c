@@ -1,6 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tessera devices / tessera info: what the plugins found, and why a plugin
- * that found nothing was skipped. */
+ * that found nothing was skipped or found no device. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -17,6 +19,28 @@ static const char *plugin_state_name(tsr_plugin_state state) {
   default:
     return "unknown";
   }
+}
+
+static int print_search_dirs(tsr_context *context) {
+  uint32_t count = 0;
+  tsr_status status = tsr_plugin_search_dir_count(context, &count);
+  if (status != TSR_OK) {
+    cli_api_error("tsr_plugin_search_dir_count", status);
+    return EXIT_FAILED;
+  }
+  printf("\nplugin directories, in search order:\n");
+  if (count == 0)
+    printf("  none\n");
+  for (uint32_t i = 0; i < count; i++) {
+    const char *path = NULL, *note = NULL;
+    status = tsr_plugin_search_dir(context, i, &path, NULL, &note);
+    if (status != TSR_OK) {
+      cli_api_error("tsr_plugin_search_dir", status);
+      return EXIT_FAILED;
+    }
+    printf("  %s (%s)\n", path, note);
+  }
+  return EXIT_OK;
 }
 
 static int print_plugin_reports(tsr_context *context) {
@@ -43,19 +67,153 @@ static int print_plugin_reports(tsr_context *context) {
       printf(", ABI %u, %u device%s", report.abi_version, report.device_count,
              report.device_count == 1 ? "" : "s");
     printf("\n    manifest: %s\n    library:  %s\n", report.manifest, report.library);
+    /* For a loaded plugin the reason says why it has no device. */
     if (report.reason[0] != '\0')
       printf("    reason:   %s\n", report.reason);
   }
   return EXIT_OK;
 }
 
+/* ---- --json ---- */
+
+/* Length of the valid UTF-8 sequence at `p` (1 to 4), 0 when invalid. */
+static size_t utf8_sequence(const unsigned char *p) {
+  if (p[0] < 0x80)
+    return 1;
+  unsigned char lo = 0x80, hi = 0xbf;
+  size_t length;
+  if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+    length = 2;
+  } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+    length = 3;
+    lo = p[0] == 0xe0 ? 0xa0 : 0x80; /* overlong */
+    hi = p[0] == 0xed ? 0x9f : 0xbf; /* surrogates */
+  } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+    length = 4;
+    lo = p[0] == 0xf0 ? 0x90 : 0x80; /* overlong */
+    hi = p[0] == 0xf4 ? 0x8f : 0xbf; /* above U+10FFFF */
+  } else {
+    return 0;
+  }
+  if (p[1] < lo || p[1] > hi)
+    return 0;
+  for (size_t i = 2; i < length; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf)
+      return 0;
+  return length;
+}
+
+/* A JSON string of `text`; bytes that are not UTF-8 (paths need not be)
+ * become U+FFFD, since JSON text must be Unicode. */
+static void json_text(FILE *file, const char *text) {
+  size_t length = strlen(text);
+  char *clean = malloc(length * 3 + 1);
+  if (clean == NULL) {
+    json_string(file, "");
+    return;
+  }
+  size_t used = 0;
+  for (const unsigned char *p = (const unsigned char *)text; *p;) {
+    size_t n = utf8_sequence(p);
+    if (n == 0) {
+      memcpy(clean + used, "\xef\xbf\xbd", 3);
+      used += 3;
+      p++;
+    } else {
+      memcpy(clean + used, p, n);
+      used += n;
+      p += n;
+    }
+  }
+  clean[used] = '\0';
+  json_string(file, clean);
+  free(clean);
+}
+
+static int print_json(tsr_context *context) {
+  json_report_head(stdout, "tessera devices");
+  uint32_t count = 0;
+  tsr_status status = tsr_device_count(context, &count);
+  if (status != TSR_OK) {
+    cli_api_error("tsr_device_count", status);
+    return EXIT_FAILED;
+  }
+  printf("\"devices\": [");
+  for (uint32_t i = 0; i < count; i++) {
+    tsr_device *device = NULL;
+    tsr_device_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    status = tsr_device_get(context, i, &device);
+    if (status == TSR_OK)
+      status = tsr_device_get_info(device, &info);
+    if (status != TSR_OK) {
+      cli_api_error("tsr_device_get_info", status);
+      return EXIT_FAILED;
+    }
+    printf("%s\n  {\"index\": %u, ", i ? "," : "", i);
+    json_device_members(stdout, &info);
+    printf("}");
+  }
+  printf("\n],\n\"plugins\": [");
+  status = tsr_plugin_count(context, &count);
+  if (status != TSR_OK) {
+    cli_api_error("tsr_plugin_count", status);
+    return EXIT_FAILED;
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    tsr_plugin_report report;
+    memset(&report, 0, sizeof report);
+    report.struct_size = sizeof report;
+    status = tsr_plugin_get_report(context, i, &report);
+    if (status != TSR_OK) {
+      cli_api_error("tsr_plugin_get_report", status);
+      return EXIT_FAILED;
+    }
+    printf("%s\n  {\"name\": ", i ? "," : "");
+    json_text(stdout, report.name);
+    printf(", \"manifest\": ");
+    json_text(stdout, report.manifest);
+    printf(", \"library\": ");
+    json_text(stdout, report.library);
+    printf(", \"state\": \"%s\", \"abi_version\": %u, \"device_count\": %u, \"reason\": ",
+           plugin_state_name(report.state), report.abi_version, report.device_count);
+    json_text(stdout, report.reason);
+    printf("}");
+  }
+  printf("\n],\n\"search_dirs\": [");
+  status = tsr_plugin_search_dir_count(context, &count);
+  if (status != TSR_OK) {
+    cli_api_error("tsr_plugin_search_dir_count", status);
+    return EXIT_FAILED;
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    const char *path = NULL, *note = NULL;
+    int exists = 0;
+    status = tsr_plugin_search_dir(context, i, &path, &exists, &note);
+    if (status != TSR_OK) {
+      cli_api_error("tsr_plugin_search_dir", status);
+      return EXIT_FAILED;
+    }
+    printf("%s\n  {\"path\": ", i ? "," : "");
+    json_text(stdout, path);
+    printf(", \"exists\": %s, \"note\": ", exists ? "true" : "false");
+    json_text(stdout, note);
+    printf("}");
+  }
+  printf("\n]\n}\n");
+  return EXIT_OK;
+}
+
 int cmd_devices(int argc, char **argv) {
-  bool verbose = false;
+  bool verbose = false, json = false;
   arg_cursor c;
   arg_begin(&c, argc, argv);
   while (!arg_done(&c)) {
     if (arg_flag(&c, "--verbose") || arg_flag(&c, "-v"))
       verbose = true;
+    else if (arg_flag(&c, "--json"))
+      json = true;
     else
       return arg_unknown(&c, "devices");
   }
@@ -65,6 +223,11 @@ int cmd_devices(int argc, char **argv) {
   tsr_context *context = open_context();
   if (context == NULL)
     return EXIT_FAILED;
+  if (json) {
+    int rc = print_json(context);
+    tsr_context_destroy(context);
+    return rc;
+  }
   uint32_t count = 0;
   tsr_status status = tsr_device_count(context, &count);
   if (status != TSR_OK) {
@@ -98,7 +261,8 @@ int cmd_devices(int argc, char **argv) {
     printf("%-5u %-12s %-5s %-40.40s %10s %5u  %s\n", i, info.selector, device_type_name(info.type),
            info.name, memory, info.compute_units, dtypes);
   }
-  if (verbose && print_plugin_reports(context) != EXIT_OK)
+  if (verbose &&
+      (print_search_dirs(context) != EXIT_OK || print_plugin_reports(context) != EXIT_OK))
     rc = EXIT_FAILED;
   tsr_context_destroy(context);
   return rc;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tessera tune: time every kernel variant of one problem and record the
  * fastest in a tuning database. tessera explain: which variant a call would
  * use and which rule chose it. */
@@ -165,8 +166,9 @@ int cmd_tune(int argc, char **argv) {
   int best = -1, failures = 0;
   for (uint32_t v = 0; v < variants.count; v++) {
     progress_update("tune: variant %u/%u %s", v + 1, variants.count, variants.names[v]);
-    double ms = 0.0;
-    status = time_problem(s.sets, s.set_count, s.queue, variants.names[v], &plan, &ms, NULL);
+    timing_stats stats;
+    status = time_problem(s.sets, s.set_count, s.queue, variants.names[v], &plan, &stats);
+    double ms = stats.median_ms;
     progress_clear();
     if (status != TSR_OK) {
       printf("%-32s %10s %16s  %s\n", variants.names[v], "failed", "-", variants.descriptions[v]);

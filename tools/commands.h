@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The subcommands of `tessera`. Each takes the arguments after its name and
  * returns the process exit status (common.h: EXIT_OK, EXIT_FAILED,
  * EXIT_USAGE). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "common.h"
 
 #include <errno.h>
@@ -5,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,8 +82,24 @@ bool arg_value(arg_cursor *cursor, const char *name, const char **value) {
 }
 
 int arg_unknown(const arg_cursor *cursor, const char *command) {
-  cli_error("%s: unknown argument '%s' (see 'tessera help')", command, arg_current(cursor));
+  const char *arg = arg_current(cursor);
+  cli_error("%s: %s '%s' (see 'tessera %s --help')", command,
+            arg[0] == '-' ? "unknown option" : "unexpected argument", arg, command);
   return EXIT_USAGE;
+}
+
+/* ---- what a run selected ---- */
+
+void filter_add(filter_text *filters, const char *name, const char *value) {
+  size_t used = strlen(filters->text);
+  snprintf(filters->text + used, sizeof filters->text - used, "%s%s%s%s", used ? " " : "", name,
+           value ? " " : "", value ? value : "");
+}
+
+void report_no_case(const char *command, const filter_text *filters, const char *why) {
+  cli_error("%s: no case matched (%s)%s%s", command,
+            filters->text[0] ? filters->text : "no filters", why && why[0] ? ": " : "",
+            why ? why : "");
 }
 
 bool parse_int64(const char *text, int64_t *out) {
@@ -482,6 +500,53 @@ void json_number(FILE *file, double value) {
     fprintf(file, "%.9g", value);
   else
     fputs("null", file);
+}
+
+void json_report_head(FILE *file, const char *tool) {
+  fprintf(file, "{\n  \"tool\": ");
+  json_string(file, tool);
+  fprintf(file, ",\n  \"version\": ");
+  json_string(file, tsr_version());
+  char created[32] = "";
+  time_t now = time(NULL);
+  struct tm utc;
+  if (gmtime_r(&now, &utc) != NULL)
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  fprintf(file, ",\n  \"created\": ");
+  json_string(file, created);
+  struct utsname host;
+  if (uname(&host) != 0)
+    memset(&host, 0, sizeof host);
+  fprintf(file, ",\n  \"host\": {\"os\": ");
+  json_string(file, host.sysname);
+  fprintf(file, ", \"release\": ");
+  json_string(file, host.release);
+  fprintf(file, ", \"machine\": ");
+  json_string(file, host.machine);
+  fprintf(file, "},\n");
+}
+
+void json_device_members(FILE *file, const tsr_device_info *info) {
+  static const struct {
+    const char *key;
+    size_t offset;
+  } strings[] = {
+      {"selector", offsetof(tsr_device_info, selector)},
+      {"backend", offsetof(tsr_device_info, backend)},
+      {"vendor", offsetof(tsr_device_info, vendor)},
+      {"name", offsetof(tsr_device_info, name)},
+      {"arch", offsetof(tsr_device_info, arch)},
+      {"driver_version", offsetof(tsr_device_info, driver_version)},
+      {"device_key", offsetof(tsr_device_info, device_key)},
+      {"physical_id", offsetof(tsr_device_info, physical_id)},
+  };
+  for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+    fprintf(file, "%s\"%s\": ", i ? ", " : "", strings[i].key);
+    json_string(file, (const char *)info + strings[i].offset);
+  }
+  fprintf(file, ", \"type\": \"%s\", \"compute_units\": %u, \"memory_bytes\": %llu",
+          device_type_name(info->type), info->compute_units,
+          (unsigned long long)info->memory_bytes);
 }
 
 static int compare_doubles(const void *a, const void *b) {

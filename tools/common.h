@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers of the `tessera` command: option parsing, shapes, dtype
  * conversions, random inputs, progress lines, device selection and output
  * helpers. Everything here uses the public API only. */
@@ -44,8 +45,23 @@ bool arg_flag(arg_cursor *cursor, const char *name);
 /* True (and advances) when the current argument is option `name`; *value is
  * its value. Sets cursor->failed when the value is missing. */
 bool arg_value(arg_cursor *cursor, const char *name, const char **value);
-/* Prints "unknown option" for the current argument. Returns EXIT_USAGE. */
+/* Prints "unknown option" (or, for a word without a leading '-',
+ * "unexpected argument") naming the current argument and pointing at the
+ * command's --help. Returns EXIT_USAGE. */
 int arg_unknown(const arg_cursor *cursor, const char *command);
+
+/* ---- what a run selected ----
+ * check and bench print "COMMAND: no case matched (FILTERS)" and fail when
+ * their filters left nothing to run, rather than report success for work
+ * never done. A filter_text collects the filters as they were given. */
+typedef struct filter_text {
+  char text[512];
+} filter_text;
+
+/* Appends " NAME" or " NAME VALUE" (value NULL: a flag). */
+void filter_add(filter_text *filters, const char *name, const char *value);
+/* "COMMAND: no case matched (FILTERS)[: WHY]" on stderr. */
+void report_no_case(const char *command, const filter_text *filters, const char *why);
 
 /* Parses a non-negative decimal integer; false on junk or overflow. */
 bool parse_int64(const char *text, int64_t *out);
@@ -139,6 +155,15 @@ void json_string(FILE *file, const char *text);
 void xml_escape(FILE *file, const char *text);
 /* A number for JSON: finite values as %.9g, others as null. */
 void json_number(FILE *file, double value);
+/* The head every JSON report starts with, so that reports of different
+ * machines can be archived side by side: the opening brace, then "tool",
+ * "version" (tsr_version), "created" (UTC) and "host" (uname: os, release,
+ * machine), each followed by a comma and a newline. */
+void json_report_head(FILE *file, const char *tool);
+/* A device's identity as JSON members (no braces): selector, backend, type,
+ * vendor, name, arch, driver_version, device_key, physical_id,
+ * compute_units, memory_bytes. */
+void json_device_members(FILE *file, const tsr_device_info *info);
 
 /* Median of `count` values (sorts them in place). */
 double median(double *values, int count);

@@ -1,5 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuBLASLt baseline for bench's GEMM rows on CUDA devices (see cublaslt.h
- * and bench/notes/cuda-gemm-baselines.md). The declarations below are ours:
+ * and docs/PERFORMANCE.md). The declarations below are ours:
  * the handful of CUDA driver and cuBLASLt types, constants and entry points
  * this file uses, with the values of the public headers (CUDA 12 and 13). */
 #include "cublaslt.h"

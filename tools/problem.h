@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One op problem on one device: the tensors it needs laid out in their own
  * buffers (optionally between poisoned guard bands), random inputs rounded to
  * the dtype, the public descriptor that runs it, the fp64 reference of its
@@ -82,9 +83,23 @@ typedef struct cross_entropy_spec {
   bool has_lse;
 } cross_entropy_spec;
 
+/* Numeric edge cases among the inputs; where each op puts them is
+ * problem.c's special_input. */
+typedef enum special_inputs {
+  SPECIAL_NONE = 0,
+  SPECIAL_NON_FINITE, /* NaN, +inf and -inf at chosen elements */
+  SPECIAL_LARGE,      /* large magnitudes: up to 1e30 (3e4 in f16, whose range ends at 65504) */
+} special_inputs;
+
 typedef struct problem_spec {
   tsr_op op;
   tsr_dtype dtype;
+  special_inputs special;
+  /* The case expects NaN outputs: wherever the reference is NaN the device
+   * must give NaN too (and elsewhere what it always must). Without this a
+   * NaN in the reference fails the case as a broken case; with it, a
+   * reference without any NaN does (the special inputs missed). */
+  bool nan_outputs;
   union {
     gemm_spec gemm;
     grouped_gemm_spec grouped;

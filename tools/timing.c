@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "timing.h"
 
 #include <math.h>
@@ -107,8 +108,15 @@ static bool runner_elapsed(void *context, int from, int to, double *ms) {
   return s->status == TSR_OK;
 }
 
+void timing_stats_of(double *samples, int count, timing_stats *stats) {
+  stats->median_ms = median(samples, count); /* sorts */
+  stats->min_ms = count > 0 ? samples[0] : NAN;
+  stats->max_ms = count > 0 ? samples[count - 1] : NAN;
+  stats->runs = count;
+}
+
 tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const char *variant,
-                        const timing_plan *plan, double *median_ms, int *runs) {
+                        const timing_plan *plan, timing_stats *stats) {
   problem_runner runner = {sets, set_count, queue, variant, {NULL}, TSR_OK};
   if (!timing_warm_up(plan, set_count, runner_run, runner_finish, &runner))
     return runner.status;
@@ -124,9 +132,7 @@ tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const ch
    * no timing. */
   if (!runner_finish(&runner))
     return runner.status;
-  *median_ms = median(samples, count);
-  if (runs != NULL)
-    *runs = count;
+  timing_stats_of(samples, count, stats);
   return TSR_OK;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Timing an op with queue events: warm-up, then runs rotating over several
  * input sets, median of the device-side times. Used by bench and tune. */
 #ifndef TESSERA_TOOLS_TIMING_H
@@ -61,11 +62,22 @@ double timing_warmup_seconds(int device_type);
 bool timing_warm_up(const timing_plan *plan, int set_count, bool (*run)(void *context, int i),
                     bool (*finish)(void *context), void *context);
 
+/* What the timed runs gave: the median is the figure reported, min and max
+ * show how far the samples spread (a disturbed machine widens it). */
+typedef struct timing_stats {
+  double median_ms, min_ms, max_ms;
+  int runs;
+} timing_stats;
+
+/* The statistics of `count` samples (sorts them in place). */
+void timing_stats_of(double *samples, int count, timing_stats *stats);
+
 /* Times problem_run over `sets` (the same problem built from different
- * seeds, used in turn). On success *median_ms holds the median event time.
- * On failure the error is printed as "<what>: ..." and returned. */
+ * seeds, used in turn). On success *stats holds the median, least and
+ * greatest event time and the number of runs. On failure the error is
+ * printed as "<what>: ..." and returned. */
 tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const char *variant,
-                        const timing_plan *plan, double *median_ms, int *runs);
+                        const timing_plan *plan, timing_stats *stats);
 
 /* How busy the rest of the machine was while something was timed: the CPU
  * time every process used (from /proc/stat, including time the hypervisor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU plugin's view of the machine (instruction-set features from CPUID
  * and XGETBV, never from CPU model tables; cache sizes from CPUID or sysfs),
  * the level the kernels are dispatched to, the kernel variants (tile
@@ -484,7 +485,7 @@ static const gemm_shape gemm_shapes[] = {
  * partial sums in D. MC: the packed A block (MC x KC) fills half of L2. NC:
  * the packed B panel (KC x NC) fills a quarter of L3. On the Zen 4 this was
  * tuned on (32 KiB / 1 MiB / 32 MiB) that gives 14x32: KC=512 MC=252
- * NC=4096, the best of the KC/MC/NC sweep in notes/cpu-gemm.md.
+ * NC=4096, the best of the KC/MC/NC sweep in docs/PERFORMANCE.md.
  * `kc_numerator / kc_denominator` scales KC for the neighbours listed for
  * tuning. */
 static void gemm_blocking(const cpu_caches *caches, int mr, int nr, int kc_numerator,
@@ -652,7 +653,7 @@ static void gemm_shape_of(tsr_op op, const void *args, int64_t *m, int64_t *n, i
  * path (B streamed once, no packing) is the faster one. Its partial sums
  * cost a load and a store per row of A for each vector of B, so with more
  * rows it turns bound by stores; the packed path's vdpbf16ps kernels make
- * bf16 cross over sooner (measured on Zen 5, 4096 x 4096: notes/cpu-gemm.md). */
+ * bf16 cross over sooner (measured on Zen 5, 4096 x 4096: docs/PERFORMANCE.md). */
 enum { GEMM_GEMV_MAX_ROWS = 8, GEMM_GEMV_MAX_ROWS_BF16 = 4 };
 
 static const cpu_gemm_config *gemm_heuristic(tsr_op op, const void *args, char *reason,

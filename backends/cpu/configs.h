@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The machine the CPU plugin runs on (instruction-set features from CPUID
  * and XGETBV, cache sizes), the instruction-set level its kernels are
  * dispatched to, the kernel variant tables and the per-problem heuristics

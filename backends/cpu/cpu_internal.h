@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal declarations of the CPU plugin: buffers, the thread pool, kernel
  * configs and kernel entry points. Not installed. */
 #ifndef TESSERA_CPU_INTERNAL_H

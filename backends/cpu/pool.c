@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU plugin's thread pool: persistent workers. The thread that calls
  * cpu_pool_parallel_for works on the job too, so a pool of N threads starts
  * N - 1 workers. Chunks are handed out dynamically through an atomic

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA plugin's kernel registry, variant tables per architecture, and
  * the heuristics that pick a variant per problem. The kernel instantiations
  * come from kernels/kernel_list.h, the list the device code is built from. */
@@ -190,15 +191,15 @@ enum { GEMM_CONFIG_COUNT = sizeof gemm_configs / sizeof gemm_configs[0] };
 
 /* Which tile configs each architecture gets, fastest first (the heuristic
  * takes the first that fills the GPU). sm_90 is ordered by `tessera tune`
- * on an H200 (bench/notes/cuda.md), behind the wgmma + TMA kernels (sm_90a,
- * compute capability 9.0 only; bench/notes/cuda-gemm-sm90.md); sm_80
+ * on an H200 (docs/PERFORMANCE.md), behind the wgmma + TMA kernels (sm_90a,
+ * compute capability 9.0 only; docs/PERFORMANCE.md); sm_80
  * (A100: 164 KiB shared memory per SM) takes the same tiles in the same
  * order until measured there; sm_86 and sm_89 (99 KiB per block, 100 KiB per
  * SM, 128 FP32 lanes but half the tensor throughput per SM) leave out
  * 128x256, which would run one block per SM with 254 registers a thread, and
  * lead with tiles that fit two blocks. */
 /* The decode configs, every architecture alike (mma.sync and movmatrix:
- * sm_80 on), fastest on the H100 first (bench/notes/cuda-gemm-small.md). */
+ * sm_80 on), fastest on the H100 first (docs/PERFORMANCE.md). */
 #define STREAM_TABLE "stream_16x32_w8_u2", "stream_16x32_w4_u2", "stream_16x32_w8_u1"
 static const char *const sm80_gemm[] = {
     "mma_64x128x32_w2x2_s4",   "mma_128x128x32_w2x4_s4", "mma_128x128x32_w2x4_s3",
@@ -257,8 +258,8 @@ static const arch_table arch_tables[] = {
    1},
 /* The heuristic takes the first config of the smallest head-dim class that
  * holds the head dim: per class the mma.sync kernels in their measured order
- * on sm_90, then the sm_90a wgmma ones (slower so far: bench/notes/
- * cuda-attention.md), which tune can still pick. */
+ * on sm_90, then the sm_90a wgmma ones (slower so far: docs/PERFORMANCE.md),
+ * which tune can still pick. */
 static const cuda_attention_config attention_configs[] = {
     TSR_FLASH_CONFIGS(FLASH) TSR_FLASH_WGMMA_CONFIGS(FLASH_WGMMA){
         "flash_generic",
@@ -545,7 +546,7 @@ static double gemm_utilisation(const cuda_device *device, const cuda_gemm_config
  * 0.084 ms, 64x64 tiles 0.122 ms). */
 enum { GEMV_MAX_ROWS = 4 };
 /* 16-bit GEMMs with at most this many rows take the 16-row mma tiles split
- * over K (bench/notes/cuda-gemm-small.md). */
+ * over K (docs/PERFORMANCE.md). */
 enum { SKINNY_MAX_ROWS = 16 };
 /* Strict f32: tiles per SM from which the two-blocks-an-SM SIMT kernel leads. */
 enum { SIMT_MANY_WAVES = 6 };
@@ -554,7 +555,7 @@ enum { SIMT_MANY_WAVES = 6 };
 #define GEMM_GOOD_UTILISATION 0.8
 /* How much more a wgmma block does per SM than the mma.sync tiles, rounded
  * down: on an H100 at 4096^3 bf16, 615-640 against 175-180 TFLOP/s
- * (bench/notes/cuda-gemm-sm90.md).
+ * (docs/PERFORMANCE.md).
  * Utilisation is weighed by it, so that a wgmma config whose tiles keep a
  * third of the SMs busy still beats mma.sync tiles that fill them all. */
 #define GEMM_WGMMA_SPEEDUP 3.0
@@ -572,7 +573,7 @@ static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const 
    * 64 MiB of weights two chunks a batch (more bytes in flight per warp
    * early on), beyond that one (more resident warps): H100, queued,
    * 16x4096x4096 17.1 against 18.7 us, 1x8192x8192 51.2 against 54.1,
-   * 16x8192x28672 173-175 against 178-182 (bench/notes/cuda-gemm-small.md). */
+   * 16x8192x28672 173-175 against 178-182 (docs/PERFORMANCE.md). */
   const cuda_arch_class arch = cuda_arch_of(device->props);
   pthread_once(&gemm_tables_once, build_gemm_tables);
   const bool many_weights = (double)s->k * (double)s->n * (double)s->batch * 2.0 > 64.0 * 1048576;
@@ -617,7 +618,7 @@ static int gemm_heuristic(const cuda_device *device, const gemm_shape *s, const 
     /* Two blocks an SM hide more latency but spill a few registers: worth
      * it once the tiles fill the SMs SIMT_MANY_WAVES times over (H100,
      * queued: 4096^3 3.43 against 3.54 ms, 3072^3 1.67 against 1.65,
-     * 1024^3 0.147 against 0.119; bench/notes/cuda-gemm-small.md). */
+     * 1024^3 0.147 against 0.119; docs/PERFORMANCE.md). */
     int simt = -1, simt_two = -1;
     for (int i = 0; i < count; i++) {
       const cuda_gemm_config *c = &gemm_configs[candidates[i]];

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel variants of the CUDA plugin (tile configurations), the tables that
  * say which ones each GPU architecture gets, and the heuristics that pick
  * one per problem (configs.c). Not installed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal declarations of the CUDA plugin: plugin, device, buffer, queue and
  * event objects, the kernel registry, and the op launchers (ops.c). Not
  * installed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Resolving the CUDA driver API from libcuda.so.1 at run time. */
 #include "driver.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The part of the CUDA driver API the plugin uses, resolved from
  * libcuda.so.1 with dlopen at init: no link-time dependency on libcuda or the
  * CUDA runtime, so the plugin loads (and reports no device) where the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Op launchers: turn a validated tsr_*_args and the chosen config into the
  * kernel parameter block (kernels/kernel_params.h), pick the grid, and queue
  * the kernel(s) on the queue's stream. */
@@ -504,7 +505,7 @@ static tsr_status run_gemm(cuda_queue *queue, const tsr_gemm_args *g, const cuda
      * about as many blocks as SMs: fewer, longer-lived blocks than one per
      * block slot (H100, queued: 16x4096x4096 21.7 -> 20.8 us, 1x8192x8192
      * 57.0 -> 53.8 us; half or 1.5 blocks per SM were slower;
-     * bench/notes/cuda-gemm-small.md). */
+     * docs/PERFORMANCE.md). */
     most_batch = plan_split_k(&p, tiles, batch, queue->device->props->multiprocessors, c->bk, 1);
   } else if (c->kind == CUDA_GEMM_STREAM) {
     /* About one wave of resident blocks, each warp keeping a chunk of 32 of

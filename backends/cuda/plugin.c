@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA plugin's ABI table (tsr_plugin_v1). init dlopens the driver
  * (libcuda.so.1) and reads every GPU's properties; a missing driver, a failing
  * cuInit or no GPU leaves the plugin loaded with zero devices and the reason
@@ -423,19 +424,16 @@ static tsr_status cuda_buffer_alloc(void *handle, uint64_t bytes, void **out) {
   return TSR_OK;
 }
 
-/* Work queued on any stream may still use the buffer: the context is
- * synchronised before the memory goes back. */
+/* The core has waited for every queue that was given work on the buffer
+ * (plugin rule: buffer_free comes after that work); a wrapped pointer is
+ * only forgotten, so freeing it waits for no other stream. */
 static void cuda_buffer_free(void *handle, void *buffer_handle) {
   cuda_device *device = handle;
   cuda_buffer *buffer = buffer_handle;
   if (!buffer)
     return;
-  if (cuda_enter(device) == TSR_OK) {
-    const cuda_driver *d = &device->plugin->driver;
-    d->cuCtxSynchronize();
-    if (!buffer->wrapped)
-      d->cuMemFree(buffer->pointer);
-  }
+  if (!buffer->wrapped && cuda_enter(device) == TSR_OK)
+    device->plugin->driver.cuMemFree(buffer->pointer);
   free(buffer);
 }
 

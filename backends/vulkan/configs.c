@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device classes and the fused ops' tables. A row op runs one workgroup per
  * row; its size is the tile parameter: wide enough that each invocation keeps
  * a few 4-element units of the row in registers (one read of memory), small

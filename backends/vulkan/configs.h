@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tile configurations of the Vulkan plugin's fused ops, the device classes
  * that key the tables (vendor, subgroup size, shared memory, cooperative
  * matrices), and the heuristics (configs.c). The GEMM / attention tables

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A tessera device on Vulkan: one logical device per physical device with
  * one compute queue, the pipeline layout every shader shares (push
  * descriptors, push constants), and the pipeline cache kept on disk under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvulkan.so.1 opened with dlopen and its entry points resolved through
  * vkGetInstanceProcAddr / vkGetDeviceProcAddr, so the plugin loads (and
  * reports zero devices) on a machine without a Vulkan loader. */

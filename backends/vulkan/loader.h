@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Vulkan entry points the plugin uses, resolved at run time from
  * libvulkan.so.1 (loader.c): the plugin has no link-time dependency on the
  * loader, only on the Vulkan headers. VK_NO_PROTOTYPES keeps the headers from

@@ -1,8 +1,12 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device memory through a small sub-allocator: vkAllocateMemory is slow and
  * drivers cap the number of allocations, so tensors come out of 64 MiB blocks
  * (first fit over a sorted free list, coalesced on free), each spanned by one
  * VkBuffer; a request of more than half a block gets a block of its own. A
- * block goes back to the driver when it is empty. Memory is device local;
+ * block goes back to the driver when it is empty. No allocation larger than
+ * its memory heap or the driver's maxMemoryAllocationSize is ever asked
+ * for: such a buffer fails as out of memory with both sizes named, before
+ * the driver sees it (lavapipe would try it). Memory is device local;
  * where the device-local memory is also host visible (lavapipe, integrated
  * GPUs) blocks stay mapped, and reads and writes skip the staging copy. */
 #include <stdio.h>
@@ -169,6 +173,24 @@ static tsr_status create_block(vulkan_device *device, uint64_t bytes, bool stagi
   return TSR_OK;
 }
 
+/* The most one allocation of `type` may hold: its heap's size (*heap) and
+ * maxMemoryAllocationSize (*allocation, Vulkan 1.1). Queried only when a
+ * block is made, where vkAllocateMemory costs far more. */
+static void allocation_limits(const vulkan_device *device, uint32_t type, uint64_t *heap,
+                              uint64_t *allocation) {
+  const vulkan_loader *l = &device->plugin->loader;
+  VkPhysicalDeviceMemoryProperties m;
+  l->vkGetPhysicalDeviceMemoryProperties(device->props->physical, &m);
+  *heap = m.memoryHeaps[m.memoryTypes[type].heapIndex].size;
+  VkPhysicalDeviceMaintenance3Properties maintenance3 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceProperties2 properties = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                            .pNext = &maintenance3};
+  l->vkGetPhysicalDeviceProperties2(device->props->physical, &properties);
+  /* 0 from a driver that leaves it unset: the heap is the only limit. */
+  *allocation = maintenance3.maxMemoryAllocationSize ? maintenance3.maxMemoryAllocationSize : *heap;
+}
+
 /* First fit in one block; true with the offset when it had room. */
 static bool take(vulkan_block *block, uint64_t bytes, uint64_t *offset) {
   for (free_range **link = &block->free; *link; link = &(*link)->next) {
@@ -242,7 +264,30 @@ tsr_status vulkan_buffer_create(vulkan_device *device, uint64_t bytes, bool stag
       if (!block->dedicated && block->staging == staging && take(block, size, &offset))
         break;
   if (!block) {
-    status = create_block(device, dedicated ? size : BLOCK_BYTES, staging, dedicated, &block);
+    uint64_t heap, allocation;
+    allocation_limits(device, staging ? device->staging_type : device->memory_type, &heap,
+                      &allocation);
+    uint64_t limit = heap < allocation ? heap : allocation;
+    if (size > limit) {
+      if (size > heap)
+        vulkan_set_error(device->plugin,
+                         "vulkan: %s: a buffer of %llu bytes does not fit the %llu-byte %s "
+                         "memory heap",
+                         device->props->name, (unsigned long long)bytes, (unsigned long long)heap,
+                         staging ? "staging" : "device-local");
+      else
+        vulkan_set_error(device->plugin,
+                         "vulkan: %s: a buffer of %llu bytes is larger than one allocation may "
+                         "be (maxMemoryAllocationSize %llu bytes; the %llu-byte heap)",
+                         device->props->name, (unsigned long long)bytes,
+                         (unsigned long long)allocation, (unsigned long long)heap);
+      status = TSR_ERROR_OUT_OF_MEMORY;
+    } else {
+      /* A heap or limit smaller than a block: the buffer gets its own. */
+      if (!dedicated && BLOCK_BYTES > limit)
+        dedicated = true;
+      status = create_block(device, dedicated ? size : BLOCK_BYTES, staging, dedicated, &block);
+    }
     if (status == TSR_OK) {
       take(block, size, &offset);
       block->next = device->blocks;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fused ops' launches: push-constant blocks, bindings, pipeline choice
  * (dtype build, subgroup build, workgroup size, registers per invocation,
  * vector width) and grids. The shaders are kernels/{rmsnorm, layernorm,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GEMM, grouped GEMM and flash attention launches of the Vulkan plugin: the
  * push-constant blocks (mirrors of kernels/gemm_common.glsl and
  * kernels/attention.comp), the variant tables per device class, the
@@ -7,7 +8,7 @@
  * written for GL_NV_cooperative_matrix and rewritten here to
  * SPV_KHR_cooperative_matrix where the device lists that shape). Grouped GEMM
  * runs the same shaders with a group table (prefix sums of M tiles and rows
- * per group) in one dispatch. Notes and figures: bench/notes/vulkan-matrix.md. */
+ * per group) in one dispatch. Notes and figures: docs/PERFORMANCE.md. */
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -882,7 +883,7 @@ static tsr_status attention_variants(const vulkan_device *device, const tsr_atte
                coopmat_route_of(p) == COOPMAT_KHR ? "KHR" : "NV", c->br, c->bc, c->dp,
                attention_shared_bytes(c));
       /* The smallest head-dim capacity wins over every scalar config
-       * (H100, f16 D128: see bench/notes/vulkan-matrix.md). */
+       * (H100, f16 D128: see docs/PERFORMANCE.md). */
       if (!coop_dp || c->dp < coop_dp) {
         coop_dp = c->dp;
         pick = c->name;

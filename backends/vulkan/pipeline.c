@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Compute pipelines, built on first use from the embedded SPIR-V (the
  * registry CMake generates) with the caller's specialisation constants, and
  * kept per device until it closes. Every pipeline shares the device's layout

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Vulkan plugin's ABI table (tsr_plugin_v1). init dlopens the Vulkan
  * loader (libvulkan.so.1, or TESSERA_VULKAN_LOADER), creates a compute-only
  * instance and reads every physical device's properties; a missing loader, no

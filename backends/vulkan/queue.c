@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Queues, transfers and events. A tessera queue records into a command
  * buffer of its own pool and submits it to the device's one VkQueue (shared
  * under a lock) with a timeline semaphore that counts its submissions; a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal declarations of the Vulkan plugin, shared by the host files
  * (plugin.c, device.c, memory.c, pipeline.c, ops.c, configs.c) and the GEMM /
  * attention launches (ops_matrix.c). Not installed.

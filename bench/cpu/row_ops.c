@@ -1,5 +1,6 @@
-/* The CPU row-op and memory measurements of bench/notes/cpu-fused.md and
- * cpu-gemm.md (2026-11-25), through the public API on the "cpu" device:
+/* SPDX-License-Identifier: Apache-2.0 */
+/* CPU row ops and memory, through the public API on the "cpu" device (the
+ * 16-bit row and read-against-copy figures of docs/PERFORMANCE.md):
  *
  *   row_ops time OP ROWS COLS     OP rmsnorm | layernorm | softmax: 4 rounds of a
  *                                 256 MiB tsr_buffer_copy (best of 3) beside OP on
@@ -13,7 +14,7 @@
  *
  * build: cc -O2 -std=c11 -pthread bench/cpu/row_ops.c -Iinclude -Lbuild/lib -ltessera \
  *          -Wl,-rpath,$PWD/build/lib -o /tmp/row_ops
- * Run alone on the machine: its memory bandwidth drifts (see the notes). */
+ * Run alone on the machine: its memory bandwidth drifts (docs/PERFORMANCE.md). */
 #define _POSIX_C_SOURCE 200809L
 #include <immintrin.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in CUDA driver for measuring the CUDA plugin's host work on a
  * machine without a GPU: one device that looks like an H100 (compute
  * capability 9.0, 132 SMs, 227 KiB of shared memory per block), every call

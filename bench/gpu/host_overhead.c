@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host time of one op call on a device, by host clock: how long tsr_gemm
  * (validation, variant choice, the plugin's config, launch) keeps the
  * calling thread, and the pieces that can be called alone (tsr_op_explain:

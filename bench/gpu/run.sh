@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds tessera with the CUDA plugin (Release, TESSERA_BACKEND_CUDA=ON) and,
 # on cuda:0, runs:
 #   1. tessera check (every case),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch on the same shapes as bench/gpu/run.sh's tessera rows, for a
 baseline in the same run: torch.matmul (cuBLAS), scaled_dot_product_attention
 (flash and cuDNN backends), rms_norm, softmax and a device copy. Medians of

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Records one run of `tessera bench --suite cpu` as bench/results/cpu-DATE.txt
 # (the table, under a header naming the commit, the machine and the command)
 # and bench/results/cpu-DATE.json (the same run, machine-readable).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the cooperative-matrix microbenchmark: every shader variant (glslc, GL_NV_cooperative_matrix),
 # checked with spirv-val, and coopmat_peak itself, all into one folder.
 #

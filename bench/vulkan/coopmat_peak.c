@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* coopmat_peak: raw throughput of cooperative-matrix multiply-add (VK_NV_cooperative_matrix)
  * and of plain f32 FMA, one compute shader at a time, timed with timestamp queries.
  *

@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: Apache-2.0
 // Scalar f32 FMA peak, as a reference point for the cooperative-matrix kernels.
 // Per invocation and iteration: 8 independent vec4 chains, 2 FMAs each = 16 vec4 FMAs
 // = 128 FLOP; a workgroup of 128 invocations does 16384 FLOP per iteration.

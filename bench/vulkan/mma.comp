@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: Apache-2.0
 // Cooperative-matrix multiply-add throughput kernel (GL_NV_cooperative_matrix).
 // Compiled several times with -D defines (see build.sh):
 //   MMA_N     N of the MxNxK = 16xNx16 shape: 16 (default) or 8

@@ -1,4 +1,5 @@
 #version 450
+// SPDX-License-Identifier: Apache-2.0
 // Cooperative-matrix multiply-adds fed from shared memory inside the loop, as
 // tessera's GEMM shader does: each iteration every subgroup loads 4 A
 // fragments (16x16 f16) and 8 B fragments (16x8 f16) from a shared tile and
@@ -9,7 +10,7 @@
 //   B_N        8 (default): B fragments 16x8, 32 16x8x16 MulAdds; 16: B
 //              fragments 16x16, 4 of them and 16 16x16x16 MulAdds (the same
 //              FLOP and bytes; 72 ldmatrix instead of 108, the same HMMA
-//              count, bench/results/vulkan-coopmat-h100-2026-11-25-sass.txt)
+//              count in the H100 driver's code; docs/PERFORMANCE.md)
 //   SRC_GLOBAL 1: the fragments come from the workgroup's own 8 KiB of the
 //              storage buffer (L1-resident after the first pass) instead of
 //              shared memory; needs SH_UVEC4 1. Its contents are whatever the

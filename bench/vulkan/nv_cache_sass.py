@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Machine code of the compute pipelines inside an NVIDIA Vulkan pipeline cache.
 
 NVIDIA's driver (580 series) stores each pipeline in its VkPipelineCache data

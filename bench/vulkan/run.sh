@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs coopmat_peak on every shader that build.sh made, with each one's FLOP count.
 #
 # usage: bench/vulkan/run.sh [OUTDIR] [coopmat_peak options: --device N --groups N --iters N ...]

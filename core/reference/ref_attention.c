@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp64 reference: attention forward (causal, sliding window, GQA/MQA, lse). */
 #include "ref_common.h"
 
@@ -56,13 +57,15 @@ tsr_status tsr_reference_attention(const tsr_attention_args *args, double *o, do
           double *o_row = o + ((b * sq + i) * hq + h) * dim;
           double *lse_out = lse != NULL ? lse + (b * hq + h) * sq + i : NULL;
 
-          /* Visible keys form one interval [first, last] around position p. */
+          /* Visible keys form one interval [first, last] around position p.
+           * Compared before subtracting or adding, so that windows up to
+           * INT64_MAX cannot overflow (p lies in [-Sq, Skv)). */
           const int64_t p = i + skv - sq;
           int64_t first = 0;
           int64_t last = skv - 1;
-          if (window_left >= 0 && p - window_left > first)
+          if (window_left >= 0 && window_left < p)
             first = p - window_left;
-          if (window_right >= 0 && p + window_right < last)
+          if (window_right >= 0 && window_right < last - p)
             last = p + window_right;
 
           const int64_t q_base = b * q->strides[0] + i * q->strides[1] + h * q->strides[2];
@@ -76,12 +79,15 @@ tsr_status tsr_reference_attention(const tsr_attention_args *args, double *o, do
             for (int64_t c = 0; c < dim; c++)
               dot += q_row[c] * k_head[j * dim + c];
             scores[j] = scale * dot;
-            if (isnan(scores[j]))
+            /* In fp64 the score of finite f32 inputs is finite, so a
+             * non-finite one comes from a NaN or an infinity in q or k. The
+             * API has no additive mask: -inf is no way to hide a key. */
+            if (!isfinite(scores[j]))
               has_nan = 1;
             else if (scores[j] > max_score)
               max_score = scores[j];
           }
-          /* A NaN score poisons the whole row, as it would in exact math. */
+          /* A non-finite score poisons the whole row (o and lse NaN). */
           const double fill = has_nan ? NAN : 0.0;
           for (int64_t c = 0; c < dim; c++)
             o_row[c] = fill;
@@ -90,8 +96,8 @@ tsr_status tsr_reference_attention(const tsr_attention_args *args, double *o, do
               *lse_out = NAN;
             continue;
           }
-          /* No visible key, or every score -inf: nothing to weigh. */
-          if (first > last || max_score == -INFINITY) {
+          /* No visible key: nothing to weigh. */
+          if (first > last) {
             if (lse_out != NULL)
               *lse_out = -INFINITY;
             continue;

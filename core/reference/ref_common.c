@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Scratch allocation and dense gathering for the fp64 reference ops. */
 #include "ref_common.h"
 

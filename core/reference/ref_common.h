@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal helpers shared by the fp64 reference ops: reading tensor elements
  * as double, walking indices, and scratch allocation. Not exported.

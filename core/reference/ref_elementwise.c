@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp64 reference: rotary position embedding, SwiGLU and GELU. */
 #include "ref_common.h"
 

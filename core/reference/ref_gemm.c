@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp64 reference: activations, GEMM and grouped GEMM. */
 #include "ref_common.h"
 

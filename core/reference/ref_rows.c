@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp64 reference: row ops over the last dimension (rmsnorm, layernorm,
  * softmax) and per-row cross-entropy. */
 #include "ref_common.h"
@@ -124,15 +125,18 @@ tsr_status tsr_reference_softmax(const tsr_softmax_args *args, double *y) {
     load_row(&args->x, r, y_row);
     double max_value = -INFINITY;
     int has_nan = 0;
+    /* scale * x of f32 values cannot overflow in fp64: a huge scale gives
+     * 1 at the max (shared by ties) and 0 elsewhere, as in exact math. */
     for (int64_t c = 0; c < n; c++) {
       y_row[c] *= scale;
-      if (isnan(y_row[c]))
+      if (isnan(y_row[c]) || y_row[c] == INFINITY)
         has_nan = 1;
       else if (y_row[c] > max_value)
         max_value = y_row[c];
     }
     if (has_nan || max_value == -INFINITY) {
-      /* All -inf: zeros by contract. NaN anywhere: the whole row is NaN. */
+      /* All -inf: zeros by contract. NaN or +inf anywhere (inf / inf): the
+       * whole row is NaN. -inf entries alone are zeros. */
       for (int64_t c = 0; c < n; c++)
         y_row[c] = has_nan ? NAN : 0.0;
       continue;

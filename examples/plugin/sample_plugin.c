@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sample: a complete tessera plugin written only against tessera/plugin.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tessera plugin ABI.
  *
@@ -113,7 +114,9 @@ typedef struct tsr_grouped_gemm_args {
 
 /* attention: q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D], o like q, lse absent or
  * f32 [B, Hq, Sq]. scale already resolved (never 0). window_right is 0 when
- * causal was asked; negative windows mean unbounded. */
+ * causal was asked. Windows are -1 (unbounded) or 0 <= window_left < Skv and
+ * 0 <= window_right < Sq: the core passes wider or negative ones as -1, so
+ * position +- window never overflows. */
 typedef struct tsr_attention_args {
   uint32_t struct_size;
   tsr_plugin_tensor q, k, v, o, lse;
@@ -139,7 +142,7 @@ typedef struct tsr_layernorm_args {
 typedef struct tsr_softmax_args {
   uint32_t struct_size;
   tsr_plugin_tensor x, y;
-  float scale; /* resolved, never 0 */
+  float scale; /* resolved, positive */
 } tsr_softmax_args;
 
 /* rope: x, y [B, S, H, D]; theta and rotary_dim resolved (never 0). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tessera fp64 reference ops: the single oracle that every device is checked
  * against (`tessera check`), exported for cross-vendor testers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tessera: a portable compute library.
  *
@@ -15,8 +16,15 @@
  *   built against an older header keeps working.
  * - Ops are asynchronous: they are queued and run in submission order on the
  *   queue. tsr_queue_finish() or an event waits for them.
- * - Handles are not thread-safe unless stated; a context and its devices may be
- *   used from several threads, one queue from one thread at a time.
+ * - Threads: a context and its devices may be used from several threads at
+ *   once, each queue from one thread at a time (ops on different queues run
+ *   in parallel; no call takes a device-wide lock on the op path). Buffers,
+ *   queues and events may be created and destroyed on any thread, and an event
+ *   may be waited on from any thread. A context itself is destroyed by one
+ *   thread once the others are done with it.
+ * - A destroyed buffer passed to any call is refused with
+ *   TSR_ERROR_INVALID_VALUE ("... was destroyed"): the record of each of a
+ *   context's last 4096 destroyed buffers stays readable for this check.
  */
 #ifndef TESSERA_TESSERA_H
 #define TESSERA_TESSERA_H
@@ -149,7 +157,9 @@ typedef struct tsr_plugin_report {
   tsr_plugin_state state;
   uint32_t abi_version; /* negotiated; 0 when not loaded */
   uint32_t device_count;
-  char reason[512]; /* why skipped; "" when loaded */
+  /* Why it was skipped; for a loaded plugin with no device, "no devices: "
+   * and the plugin's own last message (a missing runtime or driver); else "". */
+  char reason[512];
 } tsr_plugin_report;
 
 /* Number of manifests the context considered (loaded, skipped or filtered). */
@@ -157,6 +167,13 @@ TSR_API tsr_status tsr_plugin_count(tsr_context *context, uint32_t *count);
 /* What happened to manifest `index` (set report->struct_size first). */
 TSR_API tsr_status tsr_plugin_get_report(tsr_context *context, uint32_t index,
                                          tsr_plugin_report *report);
+/* The directories the context searched for manifests, in search order. */
+TSR_API tsr_status tsr_plugin_search_dir_count(tsr_context *context, uint32_t *count);
+/* Directory `index`: its path, whether it exists (`exists` may be NULL) and a
+ * note such as "exists, 3 manifests" or "not searched: more than 64
+ * directories" (`note` may be NULL). The strings live as long as the context. */
+TSR_API tsr_status tsr_plugin_search_dir(tsr_context *context, uint32_t index, const char **path,
+                                         int *exists, const char **note);
 
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                   */
@@ -229,7 +246,10 @@ TSR_API tsr_status tsr_device_get_info(tsr_device *device, tsr_device_info *info
 
 /* Allocates `bytes` (> 0) of device memory. Contents are undefined. */
 TSR_API tsr_status tsr_buffer_create(tsr_device *device, size_t bytes, tsr_buffer **out);
-/* Frees a buffer after the work already queued on it has finished. NULL ok. */
+/* Frees a buffer after the work already queued on it has finished: it waits
+ * for the queues that were given work on this buffer, and only those (a
+ * buffer that no queue used is freed at once). NULL ok; a second destroy of
+ * the same buffer is ignored with a warning. */
 TSR_API void tsr_buffer_destroy(tsr_buffer *buffer);
 TSR_API tsr_status tsr_buffer_size(const tsr_buffer *buffer, size_t *bytes);
 TSR_API tsr_status tsr_buffer_device(const tsr_buffer *buffer, tsr_device **device);
@@ -370,7 +390,10 @@ typedef struct tsr_grouped_gemm_desc {
  * position p = i + Skv - Sq (aligned to the end). Key j is visible when
  * j <= p + window_right (always when window_right < 0; causal means
  * window_right = 0) and j >= p - window_left (always when window_left < 0).
- * A row that sees no key gets o = 0 and lse = -inf.
+ * A row that sees no key gets o = 0 and lse = -inf. A NaN or an infinity in a
+ * query row, or in a key row it sees, makes that row's o and lse NaN: an
+ * infinite score is no mask. A window_left of Skv or more, or a window_right
+ * of Sq or more, is unbounded, the same as -1.
  * lse (optional, f32 [B, Hq, Sq]) receives the natural-log log-sum-exp of the
  * scaled, masked scores. q, k, v, o share a dtype. */
 typedef struct tsr_attention_desc {
@@ -405,7 +428,10 @@ typedef struct tsr_layernorm_desc {
 } tsr_layernorm_desc;
 
 /* Softmax over the last dimension of x (rank 1..4), y = softmax(scale * x).
- * A row of all -inf gives zeros. */
+ * A row of all -inf gives zeros. -inf entries get 0; a NaN or a +inf anywhere
+ * in a row makes the whole row NaN. scale * x is taken without overflow, as in
+ * exact arithmetic: a huge scale gives 1 at the row's maximum (shared equally
+ * by ties) and 0 elsewhere. */
 typedef struct tsr_softmax_desc {
   size_t struct_size;
   tsr_tensor x, y;

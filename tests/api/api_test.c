@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers of the API test programs (see api_test.h). */
 #include "api_test.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Shared helpers of the API test programs: checks that print file:line and
  * the values on failure, a fixture (context, CPU device, queue, buffers, a

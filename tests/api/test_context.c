@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Context, plugin reports, devices and selectors, names, tensor helpers. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Buffers, queues and events through the CPU device. */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One correct small run of every op on the CPU device, compared element by
  * element with the fp64 reference (tessera/reference.h). The reference reads
  * the same buffers through tsr_buffer_map, before the op runs (so in-place

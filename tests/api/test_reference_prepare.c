@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tsr_reference_prepare: the core's normalisation handed to testers, with
  * host copies in place of device buffers. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bad inputs of tsr_attention: each rule of the validation gives its status
  * and a sentence naming the argument, and nothing changes. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bad inputs of the fused ops (rmsnorm, layernorm, softmax, rope, swiglu, gelu,
  * cross_entropy): each rule gives its status and a sentence naming the
  * argument, and nothing changes. */

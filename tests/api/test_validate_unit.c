@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/validate.c on its own: what a plugin receives after validation
  * (normalised ranks, broadcast batch strides, resolved defaults, converted
  * tensors). Built from the source file with hand-made devices and buffers, so
@@ -34,6 +35,7 @@ static void setup(void) {
     buffers[i].device = &device;
     buffers[i].handle = &handles[i];
     buffers[i].size = 1 << 16;
+    buffers[i].state = TSR__BUFFER_LIVE; /* validation refuses destroyed buffers */
   }
 }
 
@@ -190,6 +192,41 @@ static void test_attention(void) {
   CHECK(out.u.attention.scale == 0.3f);
   CHECK_INT(out.u.attention.causal, 0);
   CHECK_INT(out.u.attention.window_right, 2);
+
+  /* Windows that reach past every key are unbounded (-1), so no plugin
+   * computes i + window near INT64_MAX, and what a plugin gets fits int32
+   * when the sequences do: window_left >= Skv (6) and window_right >= Sq (3)
+   * become -1; smaller ones pass unchanged. */
+  const int64_t huge[] = {INT64_MAX, INT64_MAX - 1, INT32_MAX, (int64_t)INT32_MAX + 3, 6};
+  for (int i = 0; i < (int)(sizeof huge / sizeof huge[0]); i++) {
+    desc.causal = 0;
+    desc.window_left = huge[i];
+    desc.window_right = huge[i];
+    CHECK_STATUS(tsr__validate_op(&device, TSR_OP_ATTENTION, &desc, "tsr_attention", &out), TSR_OK);
+    CHECK_INT(out.u.attention.window_left, -1);
+    CHECK_INT(out.u.attention.window_right, -1);
+    desc.causal = 1;
+    desc.window_right = -1;
+    CHECK_STATUS(tsr__validate_op(&device, TSR_OP_ATTENTION, &desc, "tsr_attention", &out), TSR_OK);
+    CHECK_INT(out.u.attention.window_left, -1);
+    CHECK_INT(out.u.attention.window_right, 0);
+  }
+  desc.causal = 0;
+  desc.window_left = 5;
+  desc.window_right = 3;
+  CHECK_STATUS(tsr__validate_op(&device, TSR_OP_ATTENTION, &desc, "tsr_attention", &out), TSR_OK);
+  CHECK_INT(out.u.attention.window_left, 5);
+  CHECK_INT(out.u.attention.window_right, -1);
+  desc.window_left = 6;
+  desc.window_right = 2;
+  CHECK_STATUS(tsr__validate_op(&device, TSR_OP_ATTENTION, &desc, "tsr_attention", &out), TSR_OK);
+  CHECK_INT(out.u.attention.window_left, -1);
+  CHECK_INT(out.u.attention.window_right, 2);
+  desc.window_left = -7; /* any negative window is unbounded, passed as -1 */
+  desc.window_right = INT64_MIN;
+  CHECK_STATUS(tsr__validate_op(&device, TSR_OP_ATTENTION, &desc, "tsr_attention", &out), TSR_OK);
+  CHECK_INT(out.u.attention.window_left, -1);
+  CHECK_INT(out.u.attention.window_right, -1);
 }
 
 static void test_row_ops(void) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A test plugin for `tessera check` itself: a host-memory device whose ops
  * are the fp64 reference rounded to the output dtype, so a correct run

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every GEMM path of the CPU plugin against the fp64 reference, at the
  * instruction-set level in TESSERA_CPU_ISA (ctest runs this once per level;
  * a level this machine lacks is skipped with exit code 77): the gemv path

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Instruction-set detection and dispatch of the CPU plugin, tested on its
  * own sources (compiled into this program): the detection logic on made-up
  * feature sets, the level ladder, TESSERA_CPU_ISA parsing, and this

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # CLI scenarios of the CUDA plugin, run by ctest:
 #   cmake -DCASE=devices_verbose -DTESSERA=... -DPLUGIN_PATH=... -P cli_cases.cmake
 # devices_verbose: with the driver forced missing, `tessera devices --verbose`

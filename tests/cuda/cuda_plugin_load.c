@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of the CUDA plugin through the public API.
  *   no_driver       with TESSERA_CUDA_DRIVER naming a missing library the
  *                   plugin still loads, reports zero devices, and logs why at

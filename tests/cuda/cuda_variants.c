@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every kernel variant of the CUDA plugin against the fp64 reference:
  * `tessera check` runs the heuristic's pick, this runs each variant that
  * tsr_op_variants lists (every GEMM tile config, tf32, GEMV, the flash

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tsr_buffer_wrap_cuda: memory the application allocated with the CUDA
  * driver is used in place, range-checked, and never freed by tessera.
  * Exit 77 (skipped) without libcuda or a CUDA device. */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Install test: installs the build into a temporary prefix, then builds and
 # runs the examples against that install only, as an outside user would.
 #   usage: install_test.sh <build-dir> <source-dir> <cmake> <c-compiler> [extra-cflags]

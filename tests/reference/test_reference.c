@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of the fp64 reference ops: hand-computed values for tiny cases and
  * identities that must hold for any input. Uses nothing from libtessera but
@@ -477,6 +478,94 @@ static void test_attention_window_equals_key_slice(void) {
   check_array("causal flag equals window_right 0", o_flag, o, COUNT(o), 0);
 }
 
+/* Windows reaching past every key (up to INT64_MAX) equal unbounded ones:
+ * p - window_left and p + window_right must not overflow, for Sq < Skv and
+ * Sq > Skv (negative positions), causal or not. */
+static void test_attention_huge_windows(void) {
+  enum { SKV = 5, H = 1, D = 3, SQ_MAX = 9 };
+  float q[SQ_MAX * H * D], k[SKV * H * D], v[SKV * H * D];
+  fill_random(q, COUNT(q));
+  fill_random(k, COUNT(k));
+  fill_random(v, COUNT(v));
+  const int64_t windows[] = {INT64_MAX, INT64_MAX - 1, INT32_MAX, (int64_t)INT32_MAX + 1,
+                             SKV + SQ_MAX};
+  const int64_t lengths[] = {2, SQ_MAX};
+  for (int l = 0; l < COUNT(lengths); l++) {
+    const int64_t sq = lengths[l];
+    for (int causal = 0; causal <= 1; causal++) {
+      tsr_attention_args args = attention_args(dense(q, TSR_DTYPE_F32, 4, SHAPE(1, sq, H, D)),
+                                               dense(k, TSR_DTYPE_F32, 4, SHAPE(1, SKV, H, D)),
+                                               dense(v, TSR_DTYPE_F32, 4, SHAPE(1, SKV, H, D)));
+      args.causal = causal;
+      args.window_right = causal ? 0 : -1;
+      double want[SQ_MAX * H * D], want_lse[SQ_MAX * H];
+      tsr_reference_attention(&args, want, want_lse);
+      for (int w = 0; w < COUNT(windows); w++) {
+        double o[SQ_MAX * H * D], lse[SQ_MAX * H];
+        args.window_left = windows[w];
+        args.window_right = causal ? 0 : windows[w];
+        tsr_reference_attention(&args, o, lse);
+        char what[96];
+        snprintf(what, sizeof what, "window %lld, Sq %lld, causal %d equals unbounded",
+                 (long long)windows[w], (long long)sq, causal);
+        check_array(what, o, want, sq * H * D, 0);
+        check_array(what, lse, want_lse, sq * H, 0);
+      }
+    }
+  }
+}
+
+/* A NaN or an infinity in a query row (or in a key it sees) makes every
+ * score it touches non-finite: that row's o and lse are NaN, whatever the
+ * signs (an all -inf row of scores is not "no key seen"). Other rows are
+ * untouched. */
+static void test_attention_non_finite(void) {
+  enum { SQ = 4, SKV = 3, D = 2 };
+  float q[SQ * D] = {0.5f, -0.25f, -INFINITY, 0.0f, INFINITY, 1.0f, NAN, 0.5f};
+  /* Key channel 0 is positive: q[1] = (-inf, 0) scores -inf against every key. */
+  float k[SKV * D] = {1.0f, 0.5f, 0.75f, -0.5f, 0.25f, 1.0f};
+  float v[SKV * D];
+  fill_random(v, COUNT(v));
+  tsr_attention_args args = attention_args(dense(q, TSR_DTYPE_F32, 4, SHAPE(1, SQ, 1, D)),
+                                           dense(k, TSR_DTYPE_F32, 4, SHAPE(1, SKV, 1, D)),
+                                           dense(v, TSR_DTYPE_F32, 4, SHAPE(1, SKV, 1, D)));
+  double o[SQ * D], lse[SQ];
+  check_status("attention non-finite q status", tsr_reference_attention(&args, o, lse), TSR_OK);
+  check_value("finite query row: finite lse", isfinite(lse[0]) ? 1.0 : 0.0, 1.0, 0);
+  for (int i = 1; i < SQ; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "non-finite query row %d: lse NaN", i);
+    check_value(what, lse[i], NAN, 0);
+    snprintf(what, sizeof what, "non-finite query row %d: o NaN", i);
+    const double nan_row[D] = {NAN, NAN};
+    check_array(what, o + i * D, nan_row, D, 0);
+  }
+  /* A row that sees no key reads no score: o = 0 and lse = -inf still, even
+   * with a NaN query (Sq > Skv causal: row 0 sits before every key). */
+  float q_nan[SQ * D] = {NAN, NAN, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+  args.q = dense(q_nan, TSR_DTYPE_F32, 4, SHAPE(1, SQ, 1, D));
+  args.o = args.q;
+  args.causal = 1;
+  args.window_right = 0;
+  tsr_reference_attention(&args, o, lse);
+  check_value("NaN query that sees no key: lse -inf", lse[0], -INFINITY, 0);
+  check_value("NaN query that sees no key: o = 0", o[0], 0.0, 0);
+  /* An infinite key poisons exactly the rows that see it: with window 0/0
+   * query row i (position i - 1) sees key i - 1 only. */
+  float k_inf[SKV * D] = {1.0f, 0.5f, -INFINITY, 0.25f, 0.25f, 1.0f};
+  args.q = dense(q_nan + 2, TSR_DTYPE_F32, 4, SHAPE(1, 3, 1, D));
+  args.o = args.q;
+  args.k = dense(k_inf, TSR_DTYPE_F32, 4, SHAPE(1, SKV, 1, D));
+  args.causal = 0;
+  args.window_left = 0;
+  args.window_right = 0;
+  tsr_reference_attention(&args, o, lse);
+  check_value("row seeing a finite key: finite lse", isfinite(lse[0]) ? 1.0 : 0.0, 1.0, 0);
+  check_value("row seeing an infinite key: lse NaN", lse[1], NAN, 0);
+  check_value("row seeing an infinite key: o NaN", o[1 * D], NAN, 0);
+  check_value("row after it: finite lse", isfinite(lse[2]) ? 1.0 : 0.0, 1.0, 0);
+}
+
 static void test_attention_gqa_and_layouts(void) {
   enum { B = 2, SQ = 3, SKV = 5, HQ = 4, HKV = 2, D = 4 };
   float q[B * SQ * HQ * D], k[B * SKV * HKV * D], v[B * SKV * HKV * D];
@@ -571,6 +660,26 @@ static void test_softmax(void) {
   tsr_reference_softmax(&args, y2);
   const double want2[] = {0, 0, 0, 0.5, 0, 0.5};
   check_array("softmax all -inf row gives zeros", y2, want2, 6, 0);
+
+  /* A +inf or a NaN makes the whole row NaN; -inf entries are zeros. */
+  float special[] = {1.0f, INFINITY, -INFINITY, 1.0f, NAN, 0.0f, INFINITY, INFINITY, 2.0f};
+  args.x = dense(special, TSR_DTYPE_F32, 2, SHAPE(3, 3));
+  double y_special[9];
+  tsr_reference_softmax(&args, y_special);
+  for (int i = 0; i < 9; i++)
+    check_value("softmax row with +inf or NaN is NaN", y_special[i], NAN, 0);
+
+  /* A huge scale is exact: scale * x in fp64 cannot overflow, so the max
+   * gets 1 (ties share it) and everything else 0, even where scale * x is
+   * beyond f32's range. */
+  float spread[] = {0.5f, -1.0f, 0.75f, 1e30f, -1e30f, 3e38f, 0.25f, 0.25f, -0.5f};
+  args.x = dense(spread, TSR_DTYPE_F32, 2, SHAPE(3, 3));
+  args.scale = 1e30f;
+  double y_huge[9];
+  tsr_reference_softmax(&args, y_huge);
+  const double want_huge[] = {0, 0, 1, 0, 0, 1, 0.5, 0.5, 0};
+  check_array("softmax with scale 1e30", y_huge, want_huge, 9, 0);
+  args.scale = 1.0f;
 
   /* Rows sum to 1: rank 3, non-contiguous rows (a [2, 3, 7] view into a
    * [2, 3, 9] array) and an unaligned byte offset. */
@@ -875,6 +984,8 @@ int main(void) {
   test_attention_causal_and_window();
   test_attention_window_equals_key_slice();
   test_attention_gqa_and_layouts();
+  test_attention_huge_windows();
+  test_attention_non_finite();
   test_softmax();
   test_rmsnorm();
   test_layernorm();

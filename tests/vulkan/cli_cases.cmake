@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # `tessera check --quick` on vulkan:0 in two set-ups (cmake -P, CASE=...):
 #   fallbacks   TESSERA_VULKAN_NO_SUBGROUPS=1 and TESSERA_VULKAN_NO_MAPPING=1:
 #               the shared-memory reductions and the staging copies

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of the Vulkan plugin through the public API.
  *   no_loader   with TESSERA_VULKAN_LOADER naming a missing library the plugin
  *               still loads, reports zero devices and says why at debug
@@ -6,8 +7,10 @@
  *               buffers sub-allocated and read back intact, one larger than a
  *               block, a copy, event timing, a wait on an event nothing
  *               was recorded after, a cross-entropy target out of
- *               range reported by queue_finish (once, then cleared), and the
- *               pipeline cache written under $XDG_CACHE_HOME/tessera.
+ *               range reported by queue_finish (once, then cleared), a
+ *               buffer larger than the device-local heap refused as out of
+ *               memory with both sizes named (the driver is never asked),
+ *               and the pipeline cache written under $XDG_CACHE_HOME/tessera.
  * TESSERA_PLUGIN_PATH points at a plugins.d holding only the Vulkan plugin. */
 #include <dirent.h>
 #include <math.h>
@@ -238,6 +241,32 @@ static void test_bad_target(tsr_device *device, tsr_queue *queue) {
   tsr_buffer_destroy(bo);
 }
 
+/* One byte more than the device-local heap (info.memory_bytes): the plugin
+ * must refuse it before asking the driver, as out of memory, saying how
+ * large the request and the heap are. */
+static void test_larger_than_heap(tsr_device *device, const tsr_device_info *info) {
+  if (info->memory_bytes == 0 || info->memory_bytes >= (uint64_t)SIZE_MAX) {
+    fail("vulkan:0 reports a memory size of %llu bytes", (unsigned long long)info->memory_bytes);
+    return;
+  }
+  size_t bytes = (size_t)info->memory_bytes + 1;
+  tsr_buffer *buffer = NULL;
+  tsr_status status = tsr_buffer_create(device, bytes, &buffer);
+  const char *why = tsr_last_error();
+  char request[32], heap[32];
+  snprintf(request, sizeof request, "%zu bytes", bytes);
+  snprintf(heap, sizeof heap, "%llu-byte", (unsigned long long)info->memory_bytes);
+  if (status != TSR_ERROR_OUT_OF_MEMORY)
+    fail("a buffer of heap + 1 = %zu bytes: %s (%s), not TSR_ERROR_OUT_OF_MEMORY", bytes,
+         tsr_status_name(status), why);
+  else if (!strstr(why, request) || !strstr(why, heap))
+    fail("a buffer of heap + 1 bytes: the error '%s' does not name '%s' and '%s'", why, request,
+         heap);
+  else
+    printf("heap + 1 bytes refused: %s\n", why);
+  tsr_buffer_destroy(buffer);
+}
+
 static int test_device(void) {
   char cache_dir[] = "/tmp/tessera-vulkan-cache-XXXXXX";
   if (!mkdtemp(cache_dir)) {
@@ -270,6 +299,7 @@ static int test_device(void) {
     test_buffers(device, queue);
     test_bad_target(device, queue);
   }
+  test_larger_than_heap(device, &info);
   tsr_context_destroy(context); /* closes the device: the cache is saved */
   if (!cache_file_present(cache_dir))
     fail("no pipeline cache under %s/tessera after the device closed", cache_dir);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Times the Vulkan plugin's bandwidth-bound row ops against a device copy of
  * the same bytes, with queue events (median of the timed runs), for issue 5's
  * "rmsnorm and softmax on 16384x8192 at >= 70% of copy bandwidth".

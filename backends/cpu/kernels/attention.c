@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Attention forward on the CPU, flash style. A task owns a block of query
  * positions of all the query heads that share one kv head (GQA/MQA groups
  * use each key and value tile once for the whole group) and streams the
@@ -34,7 +35,10 @@ typedef struct visible_keys {
  * scores): row r keeps keys[r] (all keys when `all_visible`), turns its
  * scores into p = e^(s - max) in place (0 for the keys it does not see), and
  * updates its running max and sum; correction[r] receives the factor its
- * accumulated output must be multiplied by. */
+ * accumulated output must be multiplied by. An infinite score it sees (from
+ * an infinity in q or k: the API masks no key with -inf) becomes p = NaN,
+ * which makes the row's sum, output and lse NaN, as the reference has it;
+ * e^(-inf) = 0 would hide it. */
 typedef void (*softmax_rows_fn)(float *s, int64_t ld, int64_t rows, int64_t keys,
                                 const visible_keys *visible, int all_visible, float *row_max,
                                 float *row_sum, float *correction);
@@ -75,7 +79,9 @@ static void softmax_rows_generic(float *s, int64_t ld, int64_t rows, int64_t key
     float shift = safe_shift(new_max);
     float sum = 0.0f;
     for (int64_t j = 0; j < keys; j++) {
-      float p = j >= first && j <= last ? exp_f32(row[j] - shift) : 0.0f;
+      float p = 0.0f;
+      if (j >= first && j <= last)
+        p = isinf(row[j]) ? NAN : exp_f32(row[j] - shift);
       row[j] = p;
       sum += p;
     }
@@ -113,6 +119,8 @@ TARGET_AVX2 static void softmax_rows_avx2(float *s, int64_t ld, int64_t rows, in
                                           const visible_keys *visible, int all_visible,
                                           float *row_max, float *row_sum, float *correction) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(INFINITY);
   for (int64_t r = 0; r < rows; r++) {
     float *row = s + r * ld;
     int32_t first = all_visible ? 0 : visible[r].first;
@@ -132,7 +140,10 @@ TARGET_AVX2 static void softmax_rows_avx2(float *s, int64_t ld, int64_t rows, in
     for (int64_t j = 0; j < keys; j += 8) {
       __m256i index = _mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)j));
       __m256i seen = _mm256_and_si256(_mm256_cmpgt_epi32(index, lo), _mm256_cmpgt_epi32(hi, index));
-      __m256 p = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, seen), shift));
+      __m256 v = _mm256_maskload_ps(row + j, seen); /* 0 where unseen */
+      __m256 p = exp_avx2(_mm256_sub_ps(v, shift));
+      /* all ones (a NaN) where the score is infinite */
+      p = _mm256_or_ps(p, _mm256_cmp_ps(_mm256_and_ps(v, magnitude), inf, _CMP_EQ_OQ));
       p = _mm256_and_ps(p, _mm256_castsi256_ps(seen));
       sum = _mm256_add_ps(sum, p);
       if (keys - j >= 8)
@@ -208,6 +219,7 @@ TARGET_AVX512 static void softmax_rows_avx512(float *s, int64_t ld, int64_t rows
                                               const visible_keys *visible, int all_visible,
                                               float *row_max, float *row_sum, float *correction) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 nan = _mm512_set1_ps(NAN);
   for (int64_t r = 0; r < rows; r++) {
     float *row = s + r * ld;
     int32_t first = all_visible ? 0 : visible[r].first;
@@ -226,8 +238,10 @@ TARGET_AVX512 static void softmax_rows_avx512(float *s, int64_t ld, int64_t rows
     for (int64_t j = 0; j < keys; j += 16) {
       __m512i index = _mm512_add_epi32(lane, _mm512_set1_epi32((int32_t)j));
       __mmask16 seen = _mm512_cmpge_epi32_mask(index, lo) & _mm512_cmple_epi32_mask(index, hi);
-      __m512 p = _mm512_maskz_mov_ps(
-          seen, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(seen, row + j), shift)));
+      __m512 v = _mm512_maskz_loadu_ps(seen, row + j);
+      __m512 p = _mm512_maskz_mov_ps(seen, exp_avx512(_mm512_sub_ps(v, shift)));
+      /* NaN where a seen score is infinite (fpclass 0x18: +inf, -inf) */
+      p = _mm512_mask_mov_ps(p, _mm512_fpclass_ps_mask(v, 0x18) & seen, nan);
       sum = _mm512_add_ps(sum, p);
       _mm512_mask_storeu_ps(row + j, lanes_avx512(keys - j), p);
     }
@@ -479,14 +493,15 @@ static void attention_block(const attention_job *job, const attention_tiles *t, 
   for (int64_t r = 0; r < rows; r++) {
     int64_t head = kv_head * group + r / positions, i = i0 + r % positions;
     float *o_row = t->o + r * job->o_ld;
-    /* A row that saw no key gets 0 and lse -inf. */
-    float inverse = t->row_sum[r] > 0.0f ? 1.0f / t->row_sum[r] : 0.0f;
+    /* A row that saw no key (sum 0) gets 0 and lse -inf; a NaN sum (a
+     * non-finite score) stays NaN through both. */
+    float inverse = t->row_sum[r] == 0.0f ? 0.0f : 1.0f / t->row_sum[r];
     for (int64_t d = 0; d < head_dim; d++)
       o_row[d] *= inverse;
     int64_t offset = batch * o->strides[0] + i * o->strides[1] + head * o->strides[2];
     store_row(job->level, job->o_base, job->dtype, offset, o->strides[3], o_row, head_dim, 0);
     if (job->lse_base) {
-      float value = t->row_sum[r] > 0.0f ? t->row_max[r] + logf(t->row_sum[r]) : -INFINITY;
+      float value = t->row_sum[r] == 0.0f ? -INFINITY : t->row_max[r] + logf(t->row_sum[r]);
       job->lse_base[batch * lse->strides[0] + head * lse->strides[1] + i * lse->strides[2]] = value;
     }
   }

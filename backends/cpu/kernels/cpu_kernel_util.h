@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the CPU plugin's kernel files: the vector level a kernel
  * runs at, strided row loads and stores through f32 (plain C and, for unit
  * stride, AVX2 and AVX-512 versions with streaming stores), and exp in plain

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Elementwise ops (SwiGLU, GELU) and rotary position embedding.
  *
  * Elementwise ops split their rows (the last dimension; the whole tensor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GEMM and grouped GEMM for the CPU plugin, blocked in the BLIS way:
  *
  *   for each NC-wide panel of columns

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX2 + FMA GEMM micro-kernels: MR x 16 blocks (two ymm vectors of B per
  * k), MR x 2 accumulators of the 16 ymm registers. The epilogue runs on the
  * accumulators for f32 outputs (masked loads and stores for partial

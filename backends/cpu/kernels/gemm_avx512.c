@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AVX-512 GEMM micro-kernels: MR x 32 blocks (two zmm vectors of B per k),
  * the A value broadcast from memory into the FMA, MR x 2 accumulators in
  * registers. f32 strips use vfmadd231ps; bf16 pair strips use vdpbf16ps

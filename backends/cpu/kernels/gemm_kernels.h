@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the GEMM driver (gemm.c), the per-instruction-set micro-kernels
  * (gemm_avx2.c, gemm_avx512.c) and the skinny path (gemv.c) share: matrix
  * views, packed formats, the epilogue description a micro-kernel applies in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The skinny GEMM path (M up to ~16: decode): B, the weights, is read once,
  * unpacked, by all threads, and A's few rows stay in L1.
  *
@@ -132,7 +133,7 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 __m512 load_avx512(const char *p, i
  * four at a time, as fast as a plain read in the same harness. The four rows
  * are a quarter of the thread's rows apart: four sequential streams far
  * apart read faster than four a row apart (bf16 GEMV +25%, f32 +5-10%;
- * bench/notes/cpu-gemm.md). The partial rows stay in L1: when m rows of P over all columns
+ * docs/PERFORMANCE.md). The partial rows stay in L1: when m rows of P over all columns
  * would not fit, columns go in chunks of `chunk` and each chunk walks all the
  * rows. Software prefetch 2 KiB ahead in each stream (or the next rows'
  * chunk).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Row ops: RMSNorm (with the residual add), LayerNorm, softmax and
  * cross-entropy. Each task owns whole rows (the last dimension), split over
  * the thread pool.
@@ -41,11 +42,15 @@ typedef struct row_kernels {
   /* y = (x - mean) * factor * weight + bias (weight, bias NULL: 1, 0) */
   void (*normalize)(float *y, const float *x, float mean, float factor, const float *weight,
                     const float *bias, int64_t count, int stream);
-  /* max (or for a negative scale min) of x, times scale: the max of x * scale,
-   * as rounding is monotonic; NaN lanes may or may not win */
-  float (*max_scaled)(const float *x, float scale, int64_t count, const row_ahead *ahead);
-  /* e = e^(x * scale - shift) (e NULL: not stored); returns the sum of e */
-  double (*exp_sum)(float *e, const float *x, float scale, float shift, int64_t count);
+  /* max of x; NaN lanes may or may not win */
+  float (*max_of)(const float *x, int64_t count, const row_ahead *ahead);
+  /* e = e^((x - max) * scale) (e NULL: not stored); returns the sum of e.
+   * Softmax scales are positive (the core rejects others), so max is the
+   * max of x * scale too; subtracting before scaling keeps the max's own
+   * exponent exactly 0 (an FMA of x * scale - max * scale leaves the
+   * rounding error of max * scale, ~1e23 at scale 1e30) and cannot
+   * overflow where x * scale would. */
+  double (*exp_sum)(float *e, const float *x, float scale, float max, int64_t count);
 
   /* Fused steps: the last pass over a row together with the first pass over
    * the next row (`next`, never NULL; `ahead` prefetches past it), so that
@@ -62,17 +67,17 @@ typedef struct row_kernels {
                     const float *bias, int64_t count, int stream, const float *next,
                     const row_ahead *ahead);
   /* Softmax in blocks of SOFTMAX_BLOCK elements. y (NULL: none) = e *
-   * factors[block]; and for next (NULL: none), per block: its max of
-   * next * scale into block_max, next_e = e^(next * scale - that max) (0
-   * where the max is -inf) and the sum of next_e into block_sum. */
+   * factors[block]; and for next (NULL: none), per block: its max of next
+   * into block_max, next_e = e^((next - that max) * scale) (0 where the max
+   * is -inf) and the sum of next_e into block_sum. */
   void (*softmax_step)(float *y, const float *e, const float *factors, int64_t count, int stream,
                        const float *next, float scale, float *next_e, float *block_max,
                        float *block_sum, const row_ahead *ahead);
-  /* factors[b] = e^(block_max[b] - max) / sum over a row's blocks, with max
-   * the largest block max and sum the blocks' sums rescaled alike; returns
-   * max (-inf, factors unset, for a row of all -inf) */
+  /* factors[b] = e^((block_max[b] - max) * scale) / sum over a row's
+   * blocks, with max the largest block max and sum the blocks' sums rescaled
+   * alike; returns max (-inf, factors unset, for a row of all -inf) */
   float (*softmax_factors)(const float *block_max, const float *block_sum, int64_t blocks,
-                           float *factors);
+                           float scale, float *factors);
   /* returns the sum of e^(x - shift); *next_max = the max of next */
   double (*xe_step)(const float *x, float shift, int64_t count, const float *next, float *next_max,
                     const row_ahead *ahead);
@@ -92,11 +97,10 @@ typedef struct row_kernels {
                       const float *bias, int64_t count, int stream, const uint16_t *next,
                       float *next_f32, int32_t dtype, const row_ahead *ahead);
   /* Softmax: y = e * factor stored as dtype (y NULL: none), and next (NULL:
-   * none) widened into next_f32; returns the max of next * scale (-inf
-   * without next; NaN lanes may or may not win). */
+   * none) widened into next_f32; returns the max of next (-inf without
+   * next; NaN lanes may or may not win). */
   float (*sm16_step)(uint16_t *y, const float *e, float factor, int64_t count, int stream,
-                     const uint16_t *next, float *next_f32, float scale, int32_t dtype,
-                     const row_ahead *ahead);
+                     const uint16_t *next, float *next_f32, int32_t dtype, const row_ahead *ahead);
 } row_kernels;
 
 /* ---- plain C ---- */
@@ -171,35 +175,30 @@ static void normalize_generic(float *y, const float *x, float mean, float factor
   }
 }
 
-static float max_scaled_generic(const float *x, float scale, int64_t count,
-                                const row_ahead *ahead) {
+static float max_of_generic(const float *x, int64_t count, const row_ahead *ahead) {
   (void)ahead;
-  /* For a negative scale the minimum of -x is wanted: -(max of -x). */
-  float sign = scale < 0.0f ? -1.0f : 1.0f;
   float lanes[LANES];
   for (int k = 0; k < LANES; k++)
     lanes[k] = -INFINITY;
   int64_t i = 0;
   for (; i + LANES <= count; i += LANES)
-    for (int k = 0; k < LANES; k++) {
-      float value = sign * x[i + k];
-      lanes[k] = value > lanes[k] ? value : lanes[k];
-    }
+    for (int k = 0; k < LANES; k++)
+      lanes[k] = x[i + k] > lanes[k] ? x[i + k] : lanes[k];
   float result = -INFINITY;
   for (; i < count; i++)
-    result = sign * x[i] > result ? sign * x[i] : result;
+    result = x[i] > result ? x[i] : result;
   for (int k = 0; k < LANES; k++)
     result = lanes[k] > result ? lanes[k] : result;
-  return result * sign * scale;
+  return result;
 }
 
-static double exp_sum_generic(float *e, const float *x, float scale, float shift, int64_t count) {
+static double exp_sum_generic(float *e, const float *x, float scale, float max, int64_t count) {
   double lanes[LANES] = {0};
   float block[LANES];
   for (int64_t i = 0; i < count; i += LANES) {
     int64_t n = count - i < LANES ? count - i : LANES;
     for (int64_t k = 0; k < n; k++)
-      block[k] = exp_f32(x[i + k] * scale - shift);
+      block[k] = exp_f32((x[i + k] - max) * scale);
     if (e)
       memcpy(e + i, block, (size_t)n * sizeof(float));
     for (int64_t k = 0; k < n; k++)
@@ -217,7 +216,7 @@ static const row_kernels GENERIC_KERNELS = {.sum = sum_generic,
                                             .add_sum_squares = add_sum_squares_generic,
                                             .scale = scale_generic,
                                             .normalize = normalize_generic,
-                                            .max_scaled = max_scaled_generic,
+                                            .max_of = max_of_generic,
                                             .exp_sum = exp_sum_generic};
 
 /* The vector kernels sum exponentials in f32 over blocks of this many
@@ -324,35 +323,32 @@ TARGET_AVX2 static void normalize_avx2(float *y, const float *x, float mean, flo
   map_avx2(y, count, stream, normalize_block_avx2, &c);
 }
 
-TARGET_AVX2 static float max_scaled_avx2(const float *x, float scale, int64_t count,
-                                         const row_ahead *ahead) {
-  const __m256 sign = _mm256_set1_ps(scale < 0.0f ? -1.0f : 1.0f);
+TARGET_AVX2 static float max_of_avx2(const float *x, int64_t count, const row_ahead *ahead) {
   __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
   int64_t i = 0;
   for (; i + 16 <= count; i += 16) {
     prefetch_ahead(ahead, i);
     prefetch_ahead(ahead, i + 8);
-    m0 = _mm256_max_ps(m0, _mm256_mul_ps(_mm256_loadu_ps(x + i), sign));
-    m1 = _mm256_max_ps(m1, _mm256_mul_ps(_mm256_loadu_ps(x + i + 8), sign));
+    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
   }
-  float s = scale < 0.0f ? -1.0f : 1.0f;
   float result = max_lanes_avx2(_mm256_max_ps(m0, m1));
   for (; i < count; i++)
-    result = s * x[i] > result ? s * x[i] : result;
-  return result * s * scale;
+    result = x[i] > result ? x[i] : result;
+  return result;
 }
 
-TARGET_AVX2 static double exp_sum_avx2(float *e, const float *x, float scale, float shift,
+TARGET_AVX2 static double exp_sum_avx2(float *e, const float *x, float scale, float max,
                                        int64_t count) {
-  const __m256 s = _mm256_set1_ps(scale), t = _mm256_set1_ps(shift);
+  const __m256 s = _mm256_set1_ps(scale), t = _mm256_set1_ps(max);
   double total = 0.0;
   for (int64_t b = 0; b < count; b += EXP_SUM_BLOCK) {
     int64_t end = count - b < EXP_SUM_BLOCK ? count : b + EXP_SUM_BLOCK;
     __m256 sum0 = _mm256_setzero_ps(), sum1 = sum0;
     int64_t i = b;
     for (; i + 16 <= end; i += 16) {
-      __m256 v0 = exp_avx2(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), s, t));
-      __m256 v1 = exp_avx2(_mm256_fmsub_ps(_mm256_loadu_ps(x + i + 8), s, t));
+      __m256 v0 = exp_avx2(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), t), s));
+      __m256 v1 = exp_avx2(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), t), s));
       if (e) {
         _mm256_storeu_ps(e + i, v0);
         _mm256_storeu_ps(e + i + 8, v1);
@@ -362,7 +358,7 @@ TARGET_AVX2 static double exp_sum_avx2(float *e, const float *x, float scale, fl
     }
     for (; i < end; i += 8) {
       __m256i lanes = lanes_avx2(end - i);
-      __m256 v = exp_avx2(_mm256_fmsub_ps(load_avx2(x + i, end - i), s, t));
+      __m256 v = exp_avx2(_mm256_mul_ps(_mm256_sub_ps(load_avx2(x + i, end - i), t), s));
       v = _mm256_and_ps(v, _mm256_castsi256_ps(lanes)); /* lanes past the end add nothing */
       if (e)
         _mm256_maskstore_ps(e + i, lanes, v);
@@ -380,7 +376,7 @@ static const row_kernels AVX2_KERNELS = {.sum = sum_avx2,
                                          .add_sum_squares = add_sum_squares_avx2,
                                          .scale = scale_avx2,
                                          .normalize = normalize_avx2,
-                                         .max_scaled = max_scaled_avx2,
+                                         .max_of = max_of_avx2,
                                          .exp_sum = exp_sum_avx2};
 
 /* ---- AVX-512 ---- */
@@ -468,37 +464,34 @@ TARGET_AVX512 static void normalize_avx512(float *y, const float *x, float mean,
   map_avx512(y, count, stream, normalize_block_avx512, &c);
 }
 
-TARGET_AVX512 static float max_scaled_avx512(const float *x, float scale, int64_t count,
-                                             const row_ahead *ahead) {
-  float s = scale < 0.0f ? -1.0f : 1.0f;
-  const __m512 sign = _mm512_set1_ps(s);
+TARGET_AVX512 static float max_of_avx512(const float *x, int64_t count, const row_ahead *ahead) {
   __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
   int64_t i = 0;
   for (; i + 32 <= count; i += 32) {
     prefetch_ahead(ahead, i);
     prefetch_ahead(ahead, i + 16);
-    m0 = _mm512_max_ps(m0, _mm512_mul_ps(_mm512_loadu_ps(x + i), sign));
-    m1 = _mm512_max_ps(m1, _mm512_mul_ps(_mm512_loadu_ps(x + i + 16), sign));
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
   }
   for (; i < count; i += 16) {
     prefetch_ahead(ahead, i);
     __mmask16 m = lanes_avx512(count - i);
-    m0 = _mm512_mask_max_ps(m0, m, m0, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sign));
+    m0 = _mm512_mask_max_ps(m0, m, m0, _mm512_maskz_loadu_ps(m, x + i));
   }
-  return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1)) * s * scale;
+  return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
 }
 
-TARGET_AVX512 static double exp_sum_avx512(float *e, const float *x, float scale, float shift,
+TARGET_AVX512 static double exp_sum_avx512(float *e, const float *x, float scale, float max,
                                            int64_t count) {
-  const __m512 s = _mm512_set1_ps(scale), t = _mm512_set1_ps(shift);
+  const __m512 s = _mm512_set1_ps(scale), t = _mm512_set1_ps(max);
   double total = 0.0;
   for (int64_t b = 0; b < count; b += EXP_SUM_BLOCK) {
     int64_t end = count - b < EXP_SUM_BLOCK ? count : b + EXP_SUM_BLOCK;
     __m512 sum0 = _mm512_setzero_ps(), sum1 = sum0;
     int64_t i = b;
     for (; i + 32 <= end; i += 32) {
-      __m512 v0 = exp_avx512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), s, t));
-      __m512 v1 = exp_avx512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i + 16), s, t));
+      __m512 v0 = exp_avx512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), t), s));
+      __m512 v1 = exp_avx512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), t), s));
       if (e) {
         _mm512_storeu_ps(e + i, v0);
         _mm512_storeu_ps(e + i + 16, v1);
@@ -509,7 +502,7 @@ TARGET_AVX512 static double exp_sum_avx512(float *e, const float *x, float scale
     for (; i < end; i += 16) {
       __mmask16 m = lanes_avx512(end - i);
       __m512 v = _mm512_maskz_mov_ps(
-          m, exp_avx512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + i), s, t)));
+          m, exp_avx512(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), t), s)));
       if (e)
         _mm512_mask_storeu_ps(e + i, m, v);
       sum0 = _mm512_add_ps(sum0, v);
@@ -685,7 +678,7 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
     const int64_t next_n =
         b + 1 < blocks ? (count - next_start < SOFTMAX_BLOCK ? count - next_start : SOFTMAX_BLOCK)
                        : 0;
-    float block = _mm512_reduce_max_ps(max) * scale;
+    float block = _mm512_reduce_max_ps(max);
     __m512 shift = _mm512_set1_ps(block == -INFINITY ? 0.0f : block);
     __m512 factor = _mm512_set1_ps(y && next_n > 0 ? factors[b + 1] : 0.0f);
     __m512 next_max = lowest;
@@ -695,7 +688,7 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
     for (; i + 64 <= n; i += 64) {
       __m512 v[4];
       for (int u = 0; u < 4; u++)
-        v[u] = _mm512_fmsub_ps(_mm512_loadu_ps(next + start + i + 16 * u), s, shift);
+        v[u] = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(next + start + i + 16 * u), shift), s);
       exp4_nonpositive_avx512(v);
       for (int u = 0; u < 4; u++) {
         _mm512_storeu_ps(next_e + start + i + 16 * u, v[u]);
@@ -711,7 +704,8 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
     for (; i < n; i += 16) {
       __mmask16 m = lanes_avx512(n - i);
       __m512 v = _mm512_maskz_mov_ps(
-          m, exp_avx512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, next + start + i), s, shift)));
+          m, exp_avx512(_mm512_mul_ps(
+                 _mm512_sub_ps(_mm512_maskz_loadu_ps(m, next + start + i), shift), s)));
       _mm512_mask_storeu_ps(next_e + start + i, m, v);
       sums[0] = _mm512_add_ps(sums[0], v);
     }
@@ -723,7 +717,7 @@ TARGET_AVX512 static void softmax_step_avx512(float *y, const float *e, const fl
 }
 
 TARGET_AVX512 static float softmax_factors_avx512(const float *block_max, const float *block_sum,
-                                                  int64_t blocks, float *factors) {
+                                                  int64_t blocks, float scale, float *factors) {
   __m512 max = _mm512_set1_ps(-INFINITY);
   for (int64_t b = 0; b < blocks; b += 16) {
     __mmask16 m = lanes_avx512(blocks - b);
@@ -736,9 +730,10 @@ TARGET_AVX512 static float softmax_factors_avx512(const float *block_max, const 
   __m512d total = _mm512_setzero_pd();
   for (int64_t b = 0; b < blocks; b += 16) {
     __mmask16 m = lanes_avx512(blocks - b);
-    __m512 w =
-        _mm512_maskz_mov_ps(m, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, block_max + b),
-                                                        _mm512_set1_ps(row_max))));
+    __m512 w = _mm512_maskz_mov_ps(
+        m, exp_avx512(_mm512_mul_ps(
+               _mm512_sub_ps(_mm512_maskz_loadu_ps(m, block_max + b), _mm512_set1_ps(row_max)),
+               _mm512_set1_ps(scale))));
     _mm512_mask_storeu_ps(factors + b, m, w);
     __m512 weighted = _mm512_mul_ps(w, _mm512_maskz_loadu_ps(m, block_sum + b));
     __m512d high = _mm512_setzero_pd();
@@ -859,16 +854,15 @@ TARGET_AVX512 static double ln16_step_avx512(uint16_t *y, const float *x, float 
 /* See row_kernels.sm16_step. */
 TARGET_AVX512 static float sm16_step_avx512(uint16_t *y, const float *e, float factor,
                                             int64_t count, int stream, const uint16_t *next,
-                                            float *next_f32, float scale, int32_t dtype,
+                                            float *next_f32, int32_t dtype,
                                             const row_ahead *ahead) {
   __m512 max = _mm512_set1_ps(-INFINITY);
-  const __m512 f = _mm512_set1_ps(factor), s = _mm512_set1_ps(scale);
+  const __m512 f = _mm512_set1_ps(factor);
   for (int64_t i = 0; i < count; i += 16) {
     prefetch_ahead(ahead, i);
     __mmask16 m = lanes_avx512(count - i);
     if (next)
-      max = _mm512_mask_max_ps(max, m, max,
-                               _mm512_mul_ps(widen16_avx512(next_f32 + i, next + i, m, dtype), s));
+      max = _mm512_mask_max_ps(max, m, max, widen16_avx512(next_f32 + i, next + i, m, dtype));
     if (y)
       store16_as_half_avx512(y + i, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), f), m, dtype,
                              stream);
@@ -881,7 +875,7 @@ static const row_kernels AVX512_KERNELS = {.sum = sum_avx512,
                                            .add_sum_squares = add_sum_squares_avx512,
                                            .scale = scale_avx512,
                                            .normalize = normalize_avx512,
-                                           .max_scaled = max_scaled_avx512,
+                                           .max_of = max_of_avx512,
                                            .exp_sum = exp_sum_avx512,
                                            .rms_step = rms_step_avx512,
                                            .ln_step = ln_step_avx512,
@@ -1313,9 +1307,9 @@ typedef struct softmax_job {
   int direct16; /* 16-bit x and y of one dtype, unit stride: softmax_direct16 */
 } softmax_job;
 
-/* e = e^(x * scale - max) with the factor that normalises it: 1 / sum, or
- * for a row of all -inf, e filled with 0 (NaN when the row has a NaN, which
- * the max ignored) and factor 1. max is the row's max of x * scale. */
+/* e = e^((x - max) * scale) with the factor that normalises it: 1 / sum,
+ * or for a row of all -inf, e filled with 0 (NaN when the row has a NaN,
+ * which the max ignored) and factor 1. max is the row's max of x. */
 static float softmax_exponentials(const row_kernels *k, float *e, const float *x, float scale,
                                   float max, int64_t width) {
   if (max == -INFINITY) {
@@ -1369,7 +1363,8 @@ static void softmax_direct(const softmax_job *job, int64_t begin, int64_t end, i
                   plan_ahead(&plan, &args->x, NULL, begin, end));
   for (int64_t row = begin; row < end; row++) {
     int current = (int)((row - begin) & 1);
-    if (k->softmax_factors(block_max, block_sum, blocks, factors[current]) == -INFINITY) {
+    if (k->softmax_factors(block_max, block_sum, blocks, args->scale, factors[current]) ==
+        -INFINITY) {
       /* every score -inf: zeros; a NaN (ignored by the max) wins */
       float fill = has_nan(x, width) ? NAN : 0.0f;
       for (int64_t i = 0; i < width; i++)
@@ -1398,13 +1393,13 @@ static void softmax_direct16(const softmax_job *job, int64_t begin, int64_t end,
   float *rows_f32[2] = {scratch, scratch + width}, *e = scratch + 2 * width;
   row_ahead plan;
   float max = k->sm16_step(NULL, NULL, 0.0f, width, 0, half_row(&args->x, begin), rows_f32[0],
-                           args->scale, dtype, plan_ahead(&plan, &args->x, NULL, begin, end));
+                           dtype, plan_ahead(&plan, &args->x, NULL, begin, end));
   for (int64_t row = begin; row < end; row++) {
     const float *x = rows_f32[(row - begin) & 1];
     float factor = softmax_exponentials(k, e, x, args->scale, max, width);
     const uint16_t *next = row + 1 < end ? half_row(&args->x, row + 1) : NULL;
     max = k->sm16_step((uint16_t *)half_row(&args->y, row), e, factor, width, job->stream, next,
-                       rows_f32[(row + 1 - begin) & 1], args->scale, dtype,
+                       rows_f32[(row + 1 - begin) & 1], dtype,
                        plan_ahead(&plan, &args->x, NULL, row + 1, end));
   }
   if (job->stream)
@@ -1430,7 +1425,7 @@ static void softmax_range(void *context, int64_t begin, int64_t end, int worker)
     row_ahead plan;
     const row_ahead *ahead = plan_ahead(&plan, &args->x, NULL, row, end);
     const float *x = read_row(&job->rows, &args->x, row, first, ahead);
-    float max = k->max_scaled(x, scale, width, first_pass_ahead(&args->x, ahead));
+    float max = k->max_of(x, width, first_pass_ahead(&args->x, ahead));
     float *y = output_row(&args->y, row, second);
     /* The exponentials go to scratch so that y is written once. */
     float factor = softmax_exponentials(k, second, x, scale, max, width);
@@ -1518,7 +1513,7 @@ static void cross_entropy_direct(const cross_entropy_job *job, int64_t begin, in
   const int64_t vocab = job->rows.width;
   row_ahead plan;
   const float *x = f32_row(&args->logits, begin);
-  float max = k->max_scaled(x, 1.0f, vocab, plan_ahead(&plan, &args->logits, NULL, begin, end));
+  float max = k->max_of(x, vocab, plan_ahead(&plan, &args->logits, NULL, begin, end));
   for (int64_t row = begin; row < end; row++) {
     double sum;
     float next_max = 0.0f;
@@ -1548,7 +1543,7 @@ static void cross_entropy_range(void *context, int64_t begin, int64_t end, int w
     row_ahead plan;
     const row_ahead *ahead = plan_ahead(&plan, &args->logits, NULL, row, end);
     const float *x = read_row(&job->rows, &args->logits, row, scratch, ahead);
-    float max = k->max_scaled(x, 1.0f, vocab, first_pass_ahead(&args->logits, ahead));
+    float max = k->max_of(x, vocab, first_pass_ahead(&args->logits, ahead));
     /* exp(x - inf) is NaN; the sum is not used then */
     double sum = isinf(max) ? 0.0 : k->exp_sum(NULL, x, 1.0f, max, vocab);
     cross_entropy_finish(job, &job->bad[worker], row, x, log_sum_exp(max, sum, x, vocab));

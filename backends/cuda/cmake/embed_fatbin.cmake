@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes a C file holding a binary file as a byte array, so the plugin
 # carries its kernels with it:
 #   cmake -DINPUT=kernels.fatbin -DOUTPUT=kernels_fatbin.c -DARCHS="..." -P embed_fatbin.cmake

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Attention forward, flash-style: scores are made and consumed a tile at a
  * time with an online softmax, so nothing of size Sq x Skv reaches global
  * memory.
@@ -13,12 +14,15 @@
  *   are zero-padded to DP. The scale rides in the exp2 FMA.
  * - tsr_attention_wgmma_<dt>_d<DP>_<BQ>x<BKV>_o<OVERLAP>: the same on sm_90a
  *   with warpgroup products (wgmma), 64 rows a warpgroup; slower than the
- *   mma.sync kernel so far (bench/notes/cuda-attention.md says why).
+ *   mma.sync kernel so far (docs/PERFORMANCE.md says why).
  * - tsr_attention_generic_<dt>: any dtype, head dim and strides, f32 math on
  *   CUDA cores; a warp per query row, key/value tiles shared by the block.
  * Masks: query row i sits at key position i + Skv - Sq; key j is visible when
  * j >= pos - window_left and j <= pos + window_right (each bound only when
- * >= 0). Rows that see no key get o = 0 and lse = -inf. */
+ * >= 0). Rows that see no key get o = 0 and lse = -inf. A score that is
+ * infinite (from an infinity in q or k; the API masks no key with -inf)
+ * turns NaN before the mask is applied, so that row's o and lse are NaN as
+ * in the reference, where e^-inf = 0 would hide it. */
 #include "gpu_portability.h"
 #include "kernel_list.h"
 #include "kernel_params.h"
@@ -28,6 +32,12 @@ namespace {
 typedef tsr_gpu_attention_params attention_params;
 
 const float kLn2 = 0.6931471805599453f;
+
+/* 0 * inf is NaN: infinite scores become NaN, finite ones stay as they are
+ * (s + 0), in one FMA. */
+TSR_DEVICE float attn_poison_infinite(float s) {
+  return fmaf(0.0f, s, s);
+}
 
 /* Keys [lo, hi) that query rows [first, last] may see together. */
 TSR_DEVICE void key_range(const attention_params &p, int64_t first, int64_t last, int64_t *lo,
@@ -225,6 +235,13 @@ TSR_DEVICE void flash_body(const attention_params &p) {
         }
       }
 
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT_S; nt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            s[mt][nt][e] = attn_poison_infinite(s[mt][nt][e]);
       if (!scale_in_exp) {
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
@@ -329,7 +346,8 @@ TSR_DEVICE void flash_body(const attention_params &p) {
       const int row = warp_row0 + mt * 16 + rr * 8 + g;
       if (row >= seq_q)
         continue;
-      float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+      /* total 0: no key seen; a NaN total stays NaN in o and lse */
+      float inverse = total == 0.0f ? 0.0f : 1.0f / total;
       T *o_row = (T *)p.o + batch * p.o_b + head * p.o_h + row * p.o_s;
 #pragma unroll
       for (int dt = 0; dt < NT_O; dt++) {
@@ -346,7 +364,7 @@ TSR_DEVICE void flash_body(const attention_params &p) {
         }
       }
       if (p.has_lse && q4 == 0) {
-        float lse = total > 0.0f ? (row_max[mt][rr] * exp_scale + log2f(total)) * kLn2 : -INFINITY;
+        float lse = total == 0.0f ? -INFINITY : (row_max[mt][rr] * exp_scale + log2f(total)) * kLn2;
         ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + row * p.lse_s] = lse;
       }
     }
@@ -630,6 +648,9 @@ TSR_DEVICE void flash_wgmma_body(const attention_params &p) {
         tsr_wgmma_wait<0>();
       attn_pin_registers<NT_S * 4>(s);
 
+#pragma unroll
+      for (int i = 0; i < NT_S * 4; i++)
+        s[i] = attn_poison_infinite(s[i]);
       if (!scale_in_exp) {
 #pragma unroll
         for (int i = 0; i < NT_S * 4; i++)
@@ -720,7 +741,8 @@ TSR_DEVICE void flash_wgmma_body(const attention_params &p) {
     const int row = warp_row0 + rr * 8 + g;
     if (row >= seq_q)
       continue;
-    float inverse = total > 0.0f ? 1.0f / total : 0.0f;
+    /* total 0: no key seen; a NaN total stays NaN in o and lse */
+    float inverse = total == 0.0f ? 0.0f : 1.0f / total;
     T *o_row = (T *)p.o + batch * p.o_b + head * p.o_h + row * p.o_s;
 #pragma unroll
     for (int dt = 0; dt < NT_O; dt++) {
@@ -737,7 +759,7 @@ TSR_DEVICE void flash_wgmma_body(const attention_params &p) {
       }
     }
     if (p.has_lse && q4 == 0) {
-      float lse = total > 0.0f ? (row_max[rr] * exp_scale + log2f(total)) * kLn2 : -INFINITY;
+      float lse = total == 0.0f ? -INFINITY : (row_max[rr] * exp_scale + log2f(total)) * kLn2;
       ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + row * p.lse_s] = lse;
     }
   }
@@ -805,12 +827,14 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
       const float *kr = k_tile + lane * pitch, *qr = q_rows + warp * dim;
       for (int d = 0; d < dim; d++)
         dot = fmaf(qr[d], kr[d], dot);
-      score = dot * p.scale_log2;
+      score = attn_poison_infinite(dot * p.scale_log2);
     }
+    /* The max skips NaN scores: a row of only NaN keeps max -inf, and its
+     * NaN reaches the sum through exp2(NaN). */
     float new_max = fmaxf(running_max, tsr_warp_max(score));
     bool empty = new_max == -INFINITY;
     float rescale = empty ? 1.0f : exp2f(running_max - new_max);
-    float prob = empty ? 0.0f : exp2f(score - new_max);
+    float prob = score == -INFINITY ? 0.0f : exp2f(score - (empty ? 0.0f : new_max));
     running_sum = running_sum * rescale + tsr_warp_sum(prob);
     running_max = new_max;
     probs[warp * 32 + lane] = prob;
@@ -826,13 +850,13 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
   }
   if (!row_valid)
     return;
-  float inverse = running_sum > 0.0f ? 1.0f / running_sum : 0.0f;
+  float inverse = running_sum == 0.0f ? 0.0f : 1.0f / running_sum;
   T *o = (T *)p.o + batch * p.o_b + head * p.o_h + row * p.o_s;
   for (int d = lane; d < dim; d += 32)
     o[d * p.o_d] = tsr_elem<T>::from_float(o_rows[warp * dim + d] * inverse);
   if (p.has_lse && lane == 0)
     ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + row * p.lse_s] =
-        running_sum > 0.0f ? (running_max + log2f(running_sum)) * kLn2 : -INFINITY;
+        running_sum == 0.0f ? -INFINITY : (running_max + log2f(running_sum)) * kLn2;
 }
 
 } /* namespace */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Elementwise ops: SwiGLU, GELU, RoPE. Grid-stride loops; when every tensor
  * is dense row-major and 16-byte aligned (vec) SwiGLU and GELU walk the
  * elements as one flat array of 16-byte vectors, otherwise each element's
@@ -55,14 +56,16 @@ template <typename T, typename F> TSR_DEVICE void unary_map(const elementwise_pa
   }
 }
 
+/* tsr_silu and tsr_gelu_* give 0, not NaN, at -inf (gpu_portability.h). */
 template <typename T> TSR_DEVICE void swiglu_body(const elementwise_params &p) {
   unary_map<T>(p, [](float gate, float up) { return tsr_silu(gate) * up; });
 }
 
 template <typename T> TSR_DEVICE void gelu_body(const elementwise_params &p) {
   const bool tanh_form = p.approximate != 0;
-  unary_map<T>(
-      p, [tanh_form](float x, float) { return tanh_form ? tsr_gelu_tanh(x) : tsr_gelu_erf(x); });
+  unary_map<T>(p, [tanh_form](float x, float) {
+    return tanh_form ? tsr_gelu_tanh(x) : tsr_gelu_erf(x);
+  });
 }
 
 /* x, y [B, S, H, D]; one thread per channel pair. Pairs below rotary_dim / 2

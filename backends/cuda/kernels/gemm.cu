@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GEMM, batched and grouped GEMM, and the GEMV / split-K path.
  *
  * - Tensor cores (bf16/f16 mma.sync m16n8k16; f32 inputs as tf32 m16n8k8 when
@@ -458,7 +459,7 @@ TSR_DEVICE void gemm_tc_body(const gemm_params &p) {
  * share an SM (the _b2 kernel): with one block and the whole next slice in
  * registers (255) each scheduler had two warps and issued on 69% of cycles
  * (ncu: fixed-latency and dispatch stalls unhidden;
- * bench/notes/cuda-gemm-small.md). */
+ * docs/PERFORMANCE.md). */
 struct simt_operand {
   const float *base;
   int64_t rows, stride_r, stride_k; /* rows: M of A or N of B */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GEMM on Hopper (sm_90a) tensor cores: wgmma fed by TMA; bf16/f16, and f32
  * inputs as tf32 (K slices of 32 f32, both operands K-major: the host packs
  * the others).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one place where CUDA and HIP differ for tessera's kernels: headers,
  * 16-bit float types, warp shuffles, and which tensor-core / async-copy
  * instructions exist. Kernel files include this and nothing vendor-specific,
@@ -150,20 +151,26 @@ TSR_DEVICE float tsr_warp_max(float v) {
 
 /* ---- activations (GEMM epilogue, gelu, swiglu), f32 ---- */
 
+/* silu and gelu tend to 0 at -inf, where their formulas give -inf * 0 or
+ * -inf / inf = NaN; below -100 each is under 1e-40 in magnitude: 0 there.
+ * NaN fails the compare and stays NaN. */
+TSR_DEVICE float tsr_left_tail_zero(float x, float value) {
+  return x < -100.0f ? 0.0f : value;
+}
 TSR_DEVICE float tsr_gelu_tanh(float x) {
   const float k0 = 0.7978845608028654f; /* sqrt(2 / pi) */
-  return 0.5f * x * (1.0f + tanhf(k0 * (x + 0.044715f * x * x * x)));
+  return tsr_left_tail_zero(x, 0.5f * x * (1.0f + tanhf(k0 * (x + 0.044715f * x * x * x))));
 }
 TSR_DEVICE float tsr_gelu_erf(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  return tsr_left_tail_zero(x, 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)));
 }
 TSR_DEVICE float tsr_silu(float x) {
-  return x / (1.0f + expf(-x));
+  return tsr_left_tail_zero(x, x / (1.0f + expf(-x)));
 }
 TSR_DEVICE float tsr_activation(int activation, float x) {
   switch (activation) {
   case 1:
-    return fmaxf(x, 0.0f);
+    return x < 0.0f ? 0.0f : x; /* NaN passes through (fmaxf(NaN, 0) is 0) */
   case 2:
     return tsr_gelu_tanh(x);
   case 3:

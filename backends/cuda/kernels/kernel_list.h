@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kernel instantiations, listed once for both sides: the device code
  * (the .cu files of kernels/) instantiates a kernel for each entry and the host
  * (configs.c) builds its variant tables and kernel names from the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel parameter blocks shared by the host side (C, plugin.c/ops.c) and the
  * device code (the .cu files of kernels/). Every kernel takes one of these structs by
  * value as its only parameter, so the host fills it and passes a pointer to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one translation unit nvcc compiles into the plugin's fatbin: every op
  * family's kernels in one module, loaded once per device with
  * cuModuleLoadData. */

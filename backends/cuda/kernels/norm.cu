@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Row ops: RMSNorm (+ residual add), LayerNorm, softmax, cross entropy.
  * One block per row (grid-stride over rows).
  * Register path (regs: 16-byte accessible rows of a multiple of 8 (16-bit)
@@ -19,6 +20,9 @@
 namespace {
 
 typedef tsr_gpu_rows_params rows_params;
+
+/* The largest finite f32: a sum of squares above it overflowed. */
+const float kFloatMax = 3.40282347e38f;
 
 TSR_DEVICE int64_t row_offset(const int64_t *lead, const int64_t *strides, int64_t row) {
   int64_t i2 = row % lead[2];
@@ -46,29 +50,33 @@ TSR_DEVICE float block_sum(float v, float *scratch) {
   return v;
 }
 
-/* Running (max, sum of exp(x - max)) pairs, merged without overflow. */
+/* Running (max of x, sum of exp((x - max) * scale)) pairs, merged without
+ * overflow; scale is positive (softmax's; 1 for cross entropy). Subtracting
+ * before scaling keeps the max's own term exactly 1 at any scale. A NaN
+ * value makes the sum NaN (also while the max is still -inf); a +inf max
+ * is left to the caller. */
 struct max_sum {
   float max, sum;
 };
-TSR_DEVICE max_sum merge(max_sum a, max_sum b) {
+TSR_DEVICE max_sum merge(max_sum a, max_sum b, float scale) {
   float m = fmaxf(a.max, b.max);
   if (m == -INFINITY)
-    return {m, 0.0f};
-  return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+    return {m, a.sum + b.sum};
+  return {m, a.sum * expf((a.max - m) * scale) + b.sum * expf((b.max - m) * scale)};
 }
-TSR_DEVICE max_sum add_value(max_sum a, float x) {
+TSR_DEVICE max_sum add_value(max_sum a, float x, float scale) {
   if (x == -INFINITY)
     return a;
   if (x > a.max)
-    return {x, a.sum * expf(a.max - x) + 1.0f};
-  return {a.max, a.sum + expf(x - a.max)};
+    return {x, a.sum * expf((a.max - x) * scale) + 1.0f};
+  return {a.max, a.sum + expf((x - a.max) * scale)};
 }
-TSR_DEVICE max_sum block_max_sum(max_sum v, float *scratch) {
+TSR_DEVICE max_sum block_max_sum(max_sum v, float *scratch, float scale) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
 #pragma unroll
   for (int mask = 16; mask > 0; mask >>= 1) {
     max_sum other = {TSR_SHFL_XOR(v.max, mask), TSR_SHFL_XOR(v.sum, mask)};
-    v = merge(v, other);
+    v = merge(v, other, scale);
   }
   if (lane == 0) {
     scratch[2 * warp] = v.max;
@@ -82,7 +90,7 @@ TSR_DEVICE max_sum block_max_sum(max_sum v, float *scratch) {
 #pragma unroll
     for (int mask = 16; mask > 0; mask >>= 1) {
       max_sum other = {TSR_SHFL_XOR(w.max, mask), TSR_SHFL_XOR(w.sum, mask)};
-      w = merge(w, other);
+      w = merge(w, other, scale);
     }
     if (lane == 0) {
       scratch[0] = w.max;
@@ -211,6 +219,15 @@ TSR_DEVICE void opaque(uint4 &v) {
 #endif
 }
 
+/* The squares of a row's finite values overflowed f32 (|h| past ~1e19;
+ * the reference sums them in fp64): 1 / sqrt(mean(h^2) + eps) again from
+ * `small`, the sum of (h * unit)^2 with unit = 1 / the row's largest |h|
+ * (mean(h^2) = mean((h unit)^2) / unit^2). An infinite h keeps the factor
+ * 0, as the reference has it (its output is NaN there, 0 elsewhere). */
+TSR_DEVICE float rms_rescaled(float small, float unit, const rows_params &p) {
+  return unit * rsqrtf(small / (float)p.n + p.eps * unit * unit);
+}
+
 /* RMSNorm keeps the row as loaded (16-byte raw chunks of x, and of the
  * residual when there is one; 16 registers each for 16-bit rows) and widens
  * it to f32 where it is used, so a 256-thread block fits in 64 registers
@@ -262,7 +279,36 @@ template <typename T> TSR_DEVICE void rmsnorm_regs(const rows_params &p) {
           store16_streaming<T>(res_out + c * V, h);
       }
     }
-    const float inverse_rms = rsqrtf(block_reduce_sum(squares, scratch) / (float)p.n + p.eps);
+    const float total = block_reduce_sum(squares, scratch);
+    float inverse_rms = rsqrtf(total / (float)p.n + p.eps);
+    if (total > kFloatMax) {
+      /* Block-uniform and cold: see rms_rescaled. */
+      float big = 0.0f;
+#pragma unroll
+      for (int j = 0; j < R; j++)
+        if ((int64_t)j * threads + t < chunks) {
+          float h[V];
+          widen(j, h);
+#pragma unroll
+          for (int i = 0; i < V; i++)
+            big = fmaxf(big, fabsf(h[i]));
+        }
+      big = block_reduce_max(big, scratch);
+      if (big <= kFloatMax) {
+        const float unit = 1.0f / big;
+        float small = 0.0f;
+#pragma unroll
+        for (int j = 0; j < R; j++)
+          if ((int64_t)j * threads + t < chunks) {
+            float h[V];
+            widen(j, h);
+#pragma unroll
+            for (int i = 0; i < V; i++)
+              small = fmaf(h[i] * unit, h[i] * unit, small);
+          }
+        inverse_rms = rms_rescaled(block_reduce_sum(small, scratch), unit, p);
+      }
+    }
     /* Widen again below rather than keep the f32 values of the first pass
      * alive (twice the registers): the compiler may not reuse them. */
 #pragma unroll
@@ -311,7 +357,30 @@ template <typename T> TSR_DEVICE void layernorm_regs(const rows_params &p) {
 #pragma unroll
         for (int i = 0; i < V; i++)
           squares = fmaf(h.v[j][i] - mean, h.v[j][i] - mean, squares);
-    const float inverse_std = rsqrtf(block_reduce_sum(squares, scratch) / (float)p.n + p.eps);
+    const float total = block_reduce_sum(squares, scratch);
+    float inverse_std = rsqrtf(total / (float)p.n + p.eps);
+    if (total > kFloatMax) {
+      /* As rmsnorm's, over x - mean (block-uniform, cold). */
+      float big = 0.0f;
+#pragma unroll
+      for (int j = 0; j < R; j++)
+        if (h.chunk(j) < chunks)
+#pragma unroll
+          for (int i = 0; i < V; i++)
+            big = fmaxf(big, fabsf(h.v[j][i] - mean));
+      big = block_reduce_max(big, scratch);
+      if (big <= kFloatMax) {
+        const float unit = 1.0f / big;
+        float small = 0.0f;
+#pragma unroll
+        for (int j = 0; j < R; j++)
+          if (h.chunk(j) < chunks)
+#pragma unroll
+            for (int i = 0; i < V; i++)
+              small = fmaf((h.v[j][i] - mean) * unit, (h.v[j][i] - mean) * unit, small);
+        inverse_std = rms_rescaled(block_reduce_sum(small, scratch), unit, p);
+      }
+    }
 #pragma unroll
     for (int j = 0; j < R; j++) {
       if (h.chunk(j) >= chunks)
@@ -336,15 +405,16 @@ template <typename T> TSR_DEVICE void softmax_regs(const rows_params &p) {
     T *y = (T *)p.y + row_offset(p.lead, p.y_lead, r);
     row_regs<T> h;
     h.load(x, nullptr, chunks, -INFINITY);
+    /* The max of x, and exponents (x - max) * scale (scale is positive):
+     * the max's own is exactly 0 at any scale, and nothing overflows where
+     * x * scale would. */
     float top = -INFINITY;
 #pragma unroll
     for (int j = 0; j < R; j++)
       if (h.chunk(j) < chunks)
 #pragma unroll
-        for (int i = 0; i < V; i++) {
-          h.v[j][i] *= p.scale;
+        for (int i = 0; i < V; i++)
           top = fmaxf(top, h.v[j][i]);
-        }
     top = block_reduce_max(top, scratch);
     /* A fully masked row (max -inf) gives zeros, as the reference does. */
     const float shift = top == -INFINITY ? 0.0f : top;
@@ -354,11 +424,13 @@ template <typename T> TSR_DEVICE void softmax_regs(const rows_params &p) {
       if (h.chunk(j) < chunks)
 #pragma unroll
         for (int i = 0; i < V; i++) {
-          h.v[j][i] = expf(h.v[j][i] - shift);
+          h.v[j][i] = expf((h.v[j][i] - shift) * p.scale);
           sum += h.v[j][i];
         }
     sum = block_reduce_sum(sum, scratch);
-    const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+    /* sum 0: all -inf (zeros). A NaN, or a +inf (inf - inf), makes it NaN
+     * and so the whole row, as in the reference. */
+    const float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
 #pragma unroll
     for (int j = 0; j < R; j++) {
       if (h.chunk(j) >= chunks)
@@ -448,9 +520,9 @@ template <typename T, int R> TSR_DEVICE void cross_entropy_regs(const rows_param
           for (int i = 0; i < V; i++)
             sum += exp2f(fmaf(v[i], log2e, shift));
         }
-      running = merge(running, {top, sum});
+      running = merge(running, {top, sum}, 1.0f);
     }
-    const max_sum total = block_max_sum(running, scratch);
+    const max_sum total = block_max_sum(running, scratch, 1.0f);
     if (t == 0) {
       const float lse = total.max + logf(total.sum);
       float loss;
@@ -546,13 +618,38 @@ template <typename T> TSR_DEVICE void rmsnorm_body(const rows_params &p) {
     });
     float total = block_sum(squares, scratch);
     float inverse_rms = rsqrtf(total / (float)p.n + p.eps);
-    for_row<T>(p, [&](int64_t e, int count) {
-      float h[V];
+    auto h_again = [&](int64_t e, int count, float *h) {
       if (p.cache_row)
         for (int i = 0; i < count; i++)
           h[i] = row_cache[e + i];
       else
         load_h(e, count, h);
+    };
+    if (total > kFloatMax) {
+      /* Block-uniform and cold: see rms_rescaled. */
+      float big = 0.0f;
+      for_row<T>(p, [&](int64_t e, int count) {
+        float h[V];
+        h_again(e, count, h);
+        for (int i = 0; i < count; i++)
+          big = fmaxf(big, fabsf(h[i]));
+      });
+      big = block_reduce_max(big, scratch);
+      if (big <= kFloatMax) {
+        const float unit = 1.0f / big;
+        float small = 0.0f;
+        for_row<T>(p, [&](int64_t e, int count) {
+          float h[V];
+          h_again(e, count, h);
+          for (int i = 0; i < count; i++)
+            small = fmaf(h[i] * unit, h[i] * unit, small);
+        });
+        inverse_rms = rms_rescaled(block_sum(small, scratch), unit, p);
+      }
+    }
+    for_row<T>(p, [&](int64_t e, int count) {
+      float h[V];
+      h_again(e, count, h);
       for (int i = 0; i < count; i++)
         h[i] = h[i] * inverse_rms * weight_at(p, p.weight, p.weight_stride, e + i);
       store_run<T>(y, p.y_col, e, count, h);
@@ -596,7 +693,30 @@ template <typename T> TSR_DEVICE void layernorm_body(const rows_params &p) {
       for (int i = 0; i < count; i++)
         squares = fmaf(h[i] - mean, h[i] - mean, squares);
     });
-    float inverse_std = rsqrtf(block_sum(squares, scratch) / (float)p.n + p.eps);
+    const float total = block_sum(squares, scratch);
+    float inverse_std = rsqrtf(total / (float)p.n + p.eps);
+    if (total > kFloatMax) {
+      /* As rmsnorm's, over x - mean (block-uniform, cold). */
+      float big = 0.0f;
+      for_row<T>(p, [&](int64_t e, int count) {
+        float h[V];
+        load_h(e, count, h);
+        for (int i = 0; i < count; i++)
+          big = fmaxf(big, fabsf(h[i] - mean));
+      });
+      big = block_reduce_max(big, scratch);
+      if (big <= kFloatMax) {
+        const float unit = 1.0f / big;
+        float small = 0.0f;
+        for_row<T>(p, [&](int64_t e, int count) {
+          float h[V];
+          load_h(e, count, h);
+          for (int i = 0; i < count; i++)
+            small = fmaf((h[i] - mean) * unit, (h[i] - mean) * unit, small);
+        });
+        inverse_std = rms_rescaled(block_sum(small, scratch), unit, p);
+      }
+    }
     for_row<T>(p, [&](int64_t e, int count) {
       float h[V];
       load_h(e, count, h);
@@ -628,14 +748,16 @@ template <typename T> TSR_DEVICE void softmax_body(const rows_params &p) {
       float h[V];
       load_run<T>(x, p.x_col, e, count, h);
       for (int i = 0; i < count; i++) {
-        h[i] *= p.scale;
-        running = add_value(running, h[i]);
+        running = add_value(running, h[i], p.scale);
         if (p.cache_row)
           row_cache[e + i] = h[i];
       }
     });
-    max_sum total = block_max_sum(running, scratch);
-    float inverse = total.sum > 0.0f ? 1.0f / total.sum : 0.0f;
+    max_sum total = block_max_sum(running, scratch, p.scale);
+    /* A NaN sum (a NaN in the row) stays NaN; a +inf max is inf / inf: NaN
+     * too, as in the reference. A max of -inf: zeros, or NaN with a NaN. */
+    float inverse = total.max == INFINITY ? NAN : 1.0f / total.sum;
+    const float fill = total.sum == 0.0f ? 0.0f : NAN;
     for_row<T>(p, [&](int64_t e, int count) {
       float h[V];
       if (p.cache_row) {
@@ -643,11 +765,9 @@ template <typename T> TSR_DEVICE void softmax_body(const rows_params &p) {
           h[i] = row_cache[e + i];
       } else {
         load_run<T>(x, p.x_col, e, count, h);
-        for (int i = 0; i < count; i++)
-          h[i] *= p.scale;
       }
       for (int i = 0; i < count; i++)
-        h[i] = total.max == -INFINITY ? 0.0f : expf(h[i] - total.max) * inverse;
+        h[i] = total.max == -INFINITY ? fill : expf((h[i] - total.max) * p.scale) * inverse;
       store_run<T>(y, p.y_col, e, count, h);
     });
   }
@@ -670,9 +790,9 @@ template <typename T, int R> TSR_DEVICE void cross_entropy_body(const rows_param
       float h[V];
       load_run<T>(x, p.x_col, e, count, h);
       for (int i = 0; i < count; i++)
-        running = add_value(running, h[i]);
+        running = add_value(running, h[i], 1.0f);
     });
-    max_sum total = block_max_sum(running, scratch);
+    max_sum total = block_max_sum(running, scratch, 1.0f);
     if (threadIdx.x == 0) {
       float lse = total.max + logf(total.sum);
       int64_t target = ((const int32_t *)p.targets)[r * p.targets_stride];

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes the SPIR-V file INPUT as a C byte array named vulkan_spv_<NAME>
 # (4-byte aligned: Vulkan reads it as 32-bit words) into OUTPUT.
 file(READ ${INPUT} hex HEX)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // Flash attention forward, the path every device runs: a workgroup takes BR
 // query rows of one (batch, head), walks the visible keys BC at a time, and
@@ -87,6 +88,15 @@ layout(push_constant) uniform AttentionPush {
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
+// A seen score that is infinite comes from an infinity in q or k (keys are
+// never masked by -inf in the data): NaN, so that the row's sum, o and lse
+// turn NaN as in the reference, where e^-inf = 0 would hide it. Masked keys
+// get NEG_INF after this. The compare, unlike isinf, survives compilers
+// that assume no infinities in arithmetic.
+float poison_infinite(float s) {
+  return abs(s) > 3.40282347e38 ? uintBitsToFloat(0x7fc00000u) : s;
+}
+
 shared vec4 s_q[BR * DQ / 4u];
 shared vec4 s_kv[BC * DQ / 4u];
 shared float s_p[BR * BC];
@@ -166,7 +176,7 @@ void main() {
         int key = j0 + int(lane + t * TPR);
         bool seen = key < int(p.skv) && (p.window_left < 0 || key >= pos - p.window_left) &&
                     (p.window_right < 0 || key <= pos + p.window_right);
-        s_p[(r0 + i) * BC + lane + t * TPR] = seen ? sc[i][t] : NEG_INF;
+        s_p[(r0 + i) * BC + lane + t * TPR] = seen ? poison_infinite(sc[i][t]) : NEG_INF;
       }
     }
     barrier();
@@ -213,7 +223,8 @@ void main() {
 
   UNROLL for (uint i = 0u; i < RQ; i++) {
     uint row = i0 + r0 + i;
-    float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
+    // l = 0: no key seen (o = 0, lse = -inf); a NaN l stays NaN in both.
+    float inv = l[i] == 0.0 ? 0.0 : 1.0 / l[i];
     uint o_base = p.o.first + b * p.o.s0 + row * p.o.s1 + h * p.o.s2;
     UNROLL for (uint c = 0u; c < CPT / 4u; c++) {
       uint d = 4u * (lane + c * TPR);
@@ -224,6 +235,6 @@ void main() {
     }
     if (row < p.sq && (p.flags & 1u) != 0u && lane == 0u)
       lse[p.lse.first + b * p.lse.s0 + h * p.lse.s1 + row * p.lse.s2] =
-          l[i] > 0.0 ? (m[i] + log2(l[i])) * 0.6931471805599453 : NEG_INF;
+          l[i] == 0.0 ? NEG_INF : (m[i] + log2(l[i])) * 0.6931471805599453;
   }
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // Flash attention forward on cooperative matrices (f16 in, f32 accumulate),
 // for head dims of 64 and 128 on devices whose subgroups are 32 wide. The
@@ -70,6 +71,15 @@ layout(push_constant) uniform AttentionPush {
 } p;
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
+
+// A seen score that is infinite comes from an infinity in q or k (keys are
+// never masked by -inf in the data): NaN, so that the row's sum, o and lse
+// turn NaN as in the reference, where e^-inf = 0 would hide it. Masked keys
+// get NEG_INF after this. The compare, unlike isinf, survives compilers
+// that assume no infinities in arithmetic.
+float poison_infinite(float s) {
+  return abs(s) > 3.40282347e38 ? uintBitsToFloat(0x7fc00000u) : s;
+}
 
 // The staged rows (q before the walk, then k or v of each block), then the
 // four subgroups' regions.
@@ -168,7 +178,7 @@ void main() {
         int key = j0 + int(half_ * 32u + 4u * c + e);
         bool seen = key < int(p.skv) && (p.window_left < 0 || key >= pos - p.window_left) &&
                     (p.window_right < 0 || key <= pos + p.window_right);
-        s[4u * c + e] = seen ? x[e] * p.scale_log2 : NEG_INF;
+        s[4u * c + e] = seen ? poison_infinite(x[e] * p.scale_log2) : NEG_INF;
         block_max = max(block_max, s[4u * c + e]);
       }
     }
@@ -233,7 +243,8 @@ void main() {
 
   // Output: O / l, 64 columns a round through the region.
   uint out_row = i0 + sg * 16u + row;
-  float inv = l > 0.0 ? 1.0 / l : 0.0;
+  // l = 0: no key seen (o = 0, lse = -inf); a NaN l stays NaN in both.
+  float inv = l == 0.0 ? 0.0 : 1.0 / l;
   uint o_base = p.o.first + b * p.o.s0 + out_row * p.o.s1 + h * p.o.s2;
   subgroupBarrier(); // P V has read the region
   [[unroll]] for (uint round = 0u; round < DP / 64u; round++) {
@@ -253,5 +264,5 @@ void main() {
   }
   if (out_row < p.sq && (p.flags & 1u) != 0u && half_ == 0u)
     lse[p.lse.first + b * p.lse.s0 + h * p.lse.s1 + out_row * p.lse.s2] =
-        l > 0.0 ? (m + log2(l)) * 0.6931471805599453 : NEG_INF;
+        l == 0.0 ? NEG_INF : (m + log2(l)) * 0.6931471805599453;
 }

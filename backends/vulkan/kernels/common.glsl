@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Shared by the shaders: the storage type of the dtype a build is for
 // (-DDTYPE_F32, -DDTYPE_F16 or -DDTYPE_BF16), conversions with f32 math, and
 // decoding of a tensor of any dtype read as 32-bit words.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // Buffer copy in 16-byte units (tsr_buffer_copy when both offsets and the
 // size are multiples of 16): faster than vkCmdCopyBuffer on a compute queue,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // Cross entropy per row of logits [R, V]: lse = log(sum(exp(x))) in one
 // online pass, loss = lse - x[target]; loss 0 for ignore_index; a target

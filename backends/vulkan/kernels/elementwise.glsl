@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Elementwise ops (swiglu, gelu): one invocation per VEC elements, the
 // workgroups folded over x and y of the grid. Specialisation constants:
 //   0 WG      invocations per workgroup

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // GELU, exact (erf) or tanh approximation. erf comes from erfc with a
 // Chebyshev fit whose relative error stays below 1.2e-7 for any argument, so
@@ -28,7 +29,12 @@ float erfc_nonneg(float z) {
   return t * exp(-z * z + poly);
 }
 
+// Below -20 either form is under 1e-80 in magnitude: 0, which -inf needs
+// (v times a vanishing factor is -inf * 0 = NaN there). NaN fails the compare
+// and stays NaN.
 float gelu(float v) {
+  if (v < -20.0)
+    return 0.0;
   if (p.approximate == 0u) {
     float u = -v * 0.70710678118654752; // 1 + erf(v / sqrt 2) = erfc(u)
     float c = u >= 0.0 ? erfc_nonneg(u) : 2.0 - erfc_nonneg(-u);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // GEMM and grouped GEMM, the path every device runs: shared-memory tiles of A
 // and B (converted to f32 once, when staged), a TM x TN block of outputs per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Shared by the GEMM shaders (gemm.comp, the scalar path; gemm_coopmat.comp,
 // cooperative matrices): the push constants, the operand and output views
 // per dtype build, the group table of grouped GEMM and the fused epilogue.
@@ -69,8 +70,14 @@ float gemm_tanh(float x) {
 }
 
 float gemm_activate(float v, uint act) {
+  // NaN passes through relu: tested on the bits, since drivers may fold a
+  // float compare (or max) as if NaN could not occur.
   if (act == 1u)
-    return max(v, 0.0);
+    return (floatBitsToUint(v) & 0x7fffffffu) > 0x7f800000u ? v : max(v, 0.0);
+  // gelu and silu tend to 0 at -inf, where the formulas below give -inf * 0
+  // = NaN; under -100 each is below 1e-40 in magnitude. NaN stays NaN.
+  if (act >= 2u && act <= 4u && v < -100.0)
+    return 0.0;
   if (act == 2u)
     return 0.5 * v * (1.0 + gemm_tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
   if (act == 3u)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // GEMM and grouped GEMM on cooperative matrices, shape 16x8x16 (A 16x16,
 // B 16x8, f16 -> f32, subgroup scope). Written against
@@ -26,7 +27,7 @@
 // @variant f16_128x128_2x4 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=4 -DWM_C=4 -DWN_C=2
 // @variant f16_128x64_2x2 -DDTYPE_F16 -DSG_M_C=2 -DSG_N_C=2 -DWM_C=4 -DWN_C=2
 // (16-deep k steps, with 128x128 and 128x256 / 256x128 tiles, ran correctly
-// but slower on the H100 and were dropped: bench/notes/vulkan-matrix.md.)
+// but slower on the H100 and were dropped: docs/PERFORMANCE.md.)
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require

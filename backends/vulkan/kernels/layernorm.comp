@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias, the variance
 // from centred values (a second pass over registers, or over memory for rows
@@ -165,7 +166,42 @@ void main() {
       squares += d * d;
     }
   }
-  float inv = 1.0 / sqrt(reduce_sum(squares) / float(p.n) + p.eps);
+  float total = reduce_sum(squares);
+  float inv = 1.0 / sqrt(total / float(p.n) + p.eps);
+  if (total > FLT_MAX) {
+    // The squares of finite values overflowed (|x - mean| past ~1e19):
+    // again in units of the largest |x - mean| (uniform: every invocation
+    // has the same total). An infinite x keeps inv 0, as the reference
+    // does (its row is NaN through inf - mean anyway).
+    float big = 0.0;
+    if (ITEMS > 0u) {
+      for (uint it = 0u; it < ITEMS; it++)
+        for (uint k = 0u; k < VEC; k++)
+          if ((it * WG + tid) * VEC < p.n)
+            big = max(big, abs(v[it * VEC + k] - mean));
+    } else {
+      for (uint c = tid; c < p.n; c += WG)
+        big = max(big, abs(elem_load(x[bx + c * p.tx.inner]) - mean));
+    }
+    big = reduce_max(big);
+    if (big <= FLT_MAX) {
+      float unit = 1.0 / big, small = 0.0;
+      if (ITEMS > 0u) {
+        for (uint it = 0u; it < ITEMS; it++)
+          for (uint k = 0u; k < VEC; k++)
+            if ((it * WG + tid) * VEC < p.n) {
+              float d = (v[it * VEC + k] - mean) * unit;
+              small += d * d;
+            }
+      } else {
+        for (uint c = tid; c < p.n; c += WG) {
+          float d = (elem_load(x[bx + c * p.tx.inner]) - mean) * unit;
+          small += d * d;
+        }
+      }
+      inv = unit / sqrt(reduce_sum(small) / float(p.n) + p.eps * unit * unit);
+    }
+  }
   if (ITEMS > 0u) {
     for (uint it = 0u; it < ITEMS; it++) {
       uint c = (it * WG + tid) * VEC;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // RMSNorm with an optional residual added first:
 //   h = x (+ residual); y = h / sqrt(mean(h^2) + eps) * weight; residual_out = h
@@ -103,6 +104,18 @@ void unit_out(uint by, uint c, vec4 lo, vec4 hi) {
   y4[(by + c) >> 2] = elem4_make(lo);
 }
 
+// h of column c read again for rows too long to keep: from residual_out when
+// it was written (it may alias x; this invocation wrote this column), else
+// from x (+ residual), which nothing has overwritten then.
+float h_again(uint bx, uint br, uint bo, uint c, bool has_res, bool has_out) {
+  if (has_out)
+    return elem_load(rout[bo + c * p.to.inner]);
+  float v = elem_load(x[bx + c * p.tx.inner]);
+  if (has_res)
+    v += elem_load(res[br + c * p.tr.inner]);
+  return v;
+}
+
 void main() {
   uint r = row_index();
   if (r >= p.rows)
@@ -147,7 +160,42 @@ void main() {
       squares += v * v;
     }
   }
-  float scale = 1.0 / sqrt(reduce_sum(squares) / float(p.n) + p.eps);
+  float total = reduce_sum(squares);
+  float scale = 1.0 / sqrt(total / float(p.n) + p.eps);
+  if (total > FLT_MAX) {
+    // The squares of finite values overflowed (|h| past ~1e19): again in
+    // units of the row's largest |h|, mean(h^2) = big^2 mean((h / big)^2).
+    // Uniform: every invocation has the same total. An infinite h keeps
+    // scale 0 (h * 0 is NaN there and 0 elsewhere, as in the reference).
+    float big = 0.0;
+    if (ITEMS > 0u) {
+      for (uint it = 0u; it < ITEMS; it++)
+        for (uint k = 0u; k < VEC; k++)
+          if ((it * WG + tid) * VEC < p.n)
+            big = max(big, abs(h[it * VEC + k]));
+    } else {
+      for (uint c = tid; c < p.n; c += WG)
+        big = max(big, abs(h_again(bx, br, bo, c, has_res, has_out)));
+    }
+    big = reduce_max(big);
+    if (big <= FLT_MAX) {
+      float unit = 1.0 / big, small = 0.0;
+      if (ITEMS > 0u) {
+        for (uint it = 0u; it < ITEMS; it++)
+          for (uint k = 0u; k < VEC; k++)
+            if ((it * WG + tid) * VEC < p.n) {
+              float q = h[it * VEC + k] * unit;
+              small += q * q;
+            }
+      } else {
+        for (uint c = tid; c < p.n; c += WG) {
+          float q = h_again(bx, br, bo, c, has_res, has_out) * unit;
+          small += q * q;
+        }
+      }
+      scale = unit / sqrt(reduce_sum(small) / float(p.n) + p.eps * unit * unit);
+    }
+  }
   if (ITEMS > 0u) {
     for (uint it = 0u; it < ITEMS; it++) {
       uint c = (it * WG + tid) * VEC;
@@ -167,18 +215,8 @@ void main() {
       }
     }
   } else {
-    // h again: from residual_out when it was written (it may alias x), else
-    // from x (+ residual), which nothing has overwritten then.
-    for (uint c = tid; c < p.n; c += WG) {
-      float v;
-      if (has_out) {
-        v = elem_load(rout[bo + c * p.to.inner]);
-      } else {
-        v = elem_load(x[bx + c * p.tx.inner]);
-        if (has_res)
-          v += elem_load(res[br + c * p.tr.inner]);
-      }
-      y[by + c * p.ty.inner] = elem_make(v * scale * weight_at(c));
-    }
+    for (uint c = tid; c < p.n; c += WG)
+      y[by + c * p.ty.inner] =
+          elem_make(h_again(bx, br, bo, c, has_res, has_out) * scale * weight_at(c));
   }
 }

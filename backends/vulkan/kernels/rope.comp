@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
 // Rotary position embedding on x [B, S, H, D]: invocation (row, i) with
 // row = (b*S + s)*H + h rotates pair i < rotary_dim/2 (neox: i and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Row ops (rmsnorm, layernorm, softmax, cross entropy): one workgroup per
 // row, rows folded over x and y of the grid. Specialisation constants:
 //   0 WG     invocations per workgroup (a power of two)
@@ -103,5 +104,12 @@ vec2 reduce_max2(vec2 v) {
 float reduce_sum(float v) {
   return reduce_sum2(vec2(v, 0.0)).x;
 }
+
+float reduce_max(float v) {
+  return reduce_max2(vec2(v, 0.0)).x;
+}
+
+// The largest finite f32: a sum of squares above it overflowed.
+#define FLT_MAX 3.40282347e38
 
 #endif

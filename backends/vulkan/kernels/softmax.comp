@@ -1,6 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #version 450
-// Softmax over each row of scale * x. A NaN anywhere makes the row NaN; a
-// row of -inf only gives zeros (the reference's contract).
+// Softmax over each row of scale * x. A NaN or a +inf anywhere makes the row
+// NaN; a row of -inf only gives zeros (the reference's contract). The max is
+// taken over x and the exponents are (x - max) * scale (scale is positive):
+// the max's own is exactly 0, where x * scale - max * scale may not be once
+// the compiler fuses it into an FMA (an error of ~1e23 at scale 1e30), and
+// nothing overflows where x * scale would.
 // Bindings: 0 x, 1 y (may alias x).
 // @variant f32 -DDTYPE_F32
 // @variant f16 -DDTYPE_F16
@@ -24,16 +29,17 @@ layout(push_constant) uniform Push {
 } p;
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
+#define POS_INF uintBitsToFloat(0x7f800000u)
 
-// Running max m and sum s of exp(v - m) of one invocation's values.
+// Running max m and sum s of exp((v - m) * scale) of one invocation's values.
 void online(inout float m, inout float s, inout float bad, float v) {
   if (isnan(v)) {
     bad = 1.0;
   } else if (v > m) {
-    s = s * exp(m - v) + 1.0;
+    s = s * exp((m - v) * p.scale) + 1.0;
     m = v;
   } else if (v != NEG_INF) {
-    s += exp(v - m);
+    s += exp((v - m) * p.scale);
   }
 }
 
@@ -82,12 +88,12 @@ void main() {
         vec4 lo, hi;
         unit_in(bx + c, lo, hi);
         for (uint k = 0u; k < 4u; k++) {
-          v[it * VEC + k] = lo[k] * p.scale;
+          v[it * VEC + k] = lo[k];
           if (VEC == 8u)
-            v[it * VEC + 4u + k] = hi[k] * p.scale;
+            v[it * VEC + 4u + k] = hi[k];
         }
       } else {
-        v[it] = elem_load(x[bx + c * p.tx.inner]) * p.scale;
+        v[it] = elem_load(x[bx + c * p.tx.inner]);
       }
       for (uint k = 0u; k < VEC; k++) {
         float q = v[it * VEC + k];
@@ -97,15 +103,16 @@ void main() {
     }
     vec2 top = reduce_max2(vec2(m, bad));
     row_max = top.x;
-    special = top.y > 0.0 || row_max == NEG_INF;
-    fill = top.y > 0.0 ? uintBitsToFloat(0x7fc00000u) : 0.0;
+    bool nan_row = top.y > 0.0 || row_max == POS_INF;
+    special = nan_row || row_max == NEG_INF;
+    fill = nan_row ? uintBitsToFloat(0x7fc00000u) : 0.0;
     float s = 0.0;
     for (uint it = 0u; it < ITEMS; it++) {
       uint c = (it * WG + tid) * VEC;
       if (c >= p.n)
         break;
       for (uint k = 0u; k < VEC; k++) {
-        float e = exp(v[it * VEC + k] - row_max);
+        float e = exp((v[it * VEC + k] - row_max) * p.scale);
         v[it * VEC + k] = e;
         s += e;
       }
@@ -132,16 +139,16 @@ void main() {
   // Too long to keep: one online pass for the max and sum, one to write.
   float m = NEG_INF, s = 0.0, bad = 0.0;
   for (uint c = tid; c < p.n; c += WG)
-    online(m, s, bad, elem_load(x[bx + c * p.tx.inner]) * p.scale);
+    online(m, s, bad, elem_load(x[bx + c * p.tx.inner]));
   vec2 top = reduce_max2(vec2(m, bad));
   row_max = top.x;
-  bool nan_row = top.y > 0.0, zero_row = row_max == NEG_INF;
-  float total = reduce_sum(m == NEG_INF ? 0.0 : s * exp(m - row_max));
+  bool nan_row = top.y > 0.0 || row_max == POS_INF, zero_row = row_max == NEG_INF;
+  float total = reduce_sum(m == NEG_INF ? 0.0 : s * exp((m - row_max) * p.scale));
   inv = 1.0 / total;
   fill = nan_row ? uintBitsToFloat(0x7fc00000u) : 0.0;
   special = nan_row || zero_row;
   for (uint c = tid; c < p.n; c += WG) {
-    float q = elem_load(x[bx + c * p.tx.inner]) * p.scale;
-    y[by + c * p.ty.inner] = elem_make(special ? fill : exp(q - row_max) * inv);
+    float q = elem_load(x[bx + c * p.tx.inner]);
+    y[by + c * p.ty.inner] = elem_make(special ? fill : exp((q - row_max) * p.scale) * inv);
   }
 }

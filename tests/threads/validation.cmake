@@ -1,0 +1,27 @@
+# SPDX-License-Identifier: Apache-2.0
+# test_threads vulkan:0 concurrency with the Khronos validation layer
+# (cmake -P, TEST=path). Fails on any message the layer reports as an error.
+set(ENV{TESSERA_VULKAN_VALIDATION} 1)
+set(ENV{TESSERA_LOG} info)
+execute_process(COMMAND ${TEST} vulkan:0 concurrency 4 2 6
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(rc EQUAL 77)
+  message("SKIPPED: no Vulkan device")
+  return()
+endif()
+if(NOT err MATCHES "vulkan validation layer enabled")
+  message("${err}")
+  message(FATAL_ERROR "the validation layer was not enabled (vulkan-validationlayers missing?)")
+endif()
+string(REGEX MATCHALL "vulkan validation error: [^\n]*" errors "${err}")
+list(LENGTH errors count)
+if(count GREATER 0)
+  list(JOIN errors "\n" shown)
+  message(FATAL_ERROR "${count} validation error(s):\n${shown}")
+endif()
+if(NOT rc EQUAL 0)
+  message("${err}")
+  message(FATAL_ERROR "test_threads failed (exit ${rc})")
+endif()
+message("validation layer: no errors")

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the parts of `tessera bench` share: its options, a device's
+ * calibration, a timed row, and the acceptance suites' criteria.
+ * cmd_bench.c calibrates and times, bench_suites.c holds the rows and judges
+ * the criteria, bench_report.c prints the table and writes the JSON. */
+#ifndef TESSERA_TOOLS_BENCH_H
+#define TESSERA_TOOLS_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "calibrate.h"
+#include "common.h"
+#include "cublaslt.h"
+#include "openblas.h"
+#include "problem.h"
+
+typedef enum bench_suite { SUITE_DEFAULT, SUITE_CPU, SUITE_CUDA, SUITE_VULKAN } bench_suite;
+
+typedef struct bench_options {
+  const char *selectors[MAX_SELECTED_DEVICES];
+  int selector_count;
+  bool all;
+  tsr_op op;         /* TSR_OP_COUNT_: every op */
+  tsr_dtype dtype;   /* TSR_DTYPE_INVALID: every dtype */
+  const char *shape; /* suite default: the shape to time (needs op); else a filter */
+  bool causal;       /* attention: causal (with shape: the row's, else a filter) */
+  bool short_run;
+  bool list; /* print the rows each device would run; time nothing */
+  const char *json_path;
+  bench_suite suite;
+  tsr_compute_mode compute; /* f32 GEMM rows: strict or tf32 */
+} bench_options;
+
+/* What a device can do at most, measured at the start of its rows. */
+typedef struct device_calibration {
+  tsr_device_info info; /* the device, for the report */
+  char device[48];
+  char name[96];
+  bool is_cpu;
+  int threads;
+  double copy_gbs; /* NaN when not measured */
+  size_t copy_bytes;
+  int copy_runs;
+  double read_gbs; /* CPUs: read-only bandwidth of the copy buffer; else NaN */
+  host_peak fma;   /* CPUs only; gflops NaN otherwise */
+  host_peak bf16;  /* CPUs with AVX512_BF16 only */
+  int peak_repeats;
+  /* Cores other processes used during each measurement (NaN: unknown). */
+  double copy_others, fma_others, bf16_others;
+  openblas_probe openblas[OPENBLAS_VARIANT_COUNT]; /* CPUs only */
+  cublaslt_session *cublaslt;                      /* CUDA devices with cuBLASLt; else NULL */
+  char cublaslt_why[320];                          /* why not, for CUDA devices */
+} device_calibration;
+
+/* Why a row's figures should not be taken at face value (bench_row.flags). */
+enum {
+  /* its rate is above 100% of its ceiling: data served from a cache, or a
+   * ceiling measured low (a disturbed calibration) */
+  BENCH_ABOVE_CEILING = 1 << 0,
+  /* the slowest sample took more than BENCH_SPREAD_LIMIT times the fastest:
+   * something else had the device or the host for part of the row */
+  BENCH_SPREAD = 1 << 1,
+  /* rows bound by memory: the copy bandwidth timed just before and just
+   * after the row differ by more than BENCH_DRIFT_LIMIT: the machine's
+   * memory bandwidth changed while the row ran */
+  BENCH_COPY_DRIFT = 1 << 2,
+};
+#define BENCH_SPREAD_LIMIT 1.5
+#define BENCH_DRIFT_LIMIT 1.2
+
+typedef struct bench_row {
+  char device[48];
+  problem_spec spec;
+  char shape[96];
+  double ms, min_ms, max_ms; /* median, least and greatest sample */
+  double gflops, gbs;
+  double peak_fraction;                       /* NaN: no ceiling known */
+  const char *peak_kind;                      /* "fma", "bf16 dot", "copy" */
+  double openblas_ms[OPENBLAS_VARIANT_COUNT]; /* NaN: not timed */
+  char openblas_error[OPENBLAS_VARIANT_COUNT][256];
+  double others_load; /* cores used by other processes while timed (worst window) */
+  double copy_gbs;    /* rows bound by memory: copies timed around the row; else NaN */
+  double copy_before_gbs, copy_after_gbs; /* the same, before and after alone */
+  double read_gbs;    /* the same on CPUs: read-only passes around the row; else NaN */
+  double cublaslt_ms; /* cuBLASLt on the same buffers (grouped: a loop of calls); NaN: not timed */
+  double cublaslt_difference; /* ||D_lt - D|| / ||D|| */
+  int runs;
+  unsigned flags; /* BENCH_ABOVE_CEILING, ... */
+  bool failed;
+} bench_row;
+
+/* ---- rows and suites (bench_suites.c) ---- */
+
+typedef enum criterion_kind {
+  OVER_OPENBLAS,     /* OpenBLAS time (one variant) / tessera time */
+  OVER_CUBLASLT,     /* cuBLASLt time (same buffers, same run) / tessera time */
+  TFLOPS_AT_LEAST,   /* TFLOP/s (threshold in TFLOP/s) */
+  OVER_OWN_RATE,     /* GFLOP/s / GFLOP/s of another row */
+  WEIGHTS_OVER_COPY, /* GB/s of B (the weights) / copy bandwidth */
+  BYTES_OVER_COPY,   /* GB/s / copy bandwidth */
+  /* against the same row on the reference device (suite vulkan: the first
+   * CUDA device, in the same run) */
+  OVER_REFERENCE_CUBLASLT, /* cuBLASLt time there / this device's time */
+  OVER_REFERENCE_RATE      /* this device's GFLOP/s / tessera's there */
+} criterion_kind;
+
+typedef struct suite_criterion {
+  int row;
+  criterion_kind kind;
+  int reference; /* OVER_OPENBLAS: the variant; OVER_OWN_RATE: the row */
+  double threshold;
+  bool supplementary; /* not in the words; shown for context */
+} suite_criterion;
+
+typedef struct criterion_result {
+  char device[48];
+  char text[320];
+  double measured; /* NaN: could not be judged */
+  /* The most the measured ceilings allow for this ratio (the arithmetic
+   * peak over the other side's rate); NaN where no such bound applies. */
+  double attainable;
+  double threshold;
+  const char *verdict; /* "PASS", "FAIL", "n/a" */
+  char why[96];        /* for n/a */
+  bool supplementary;
+} criterion_result;
+
+#define BENCH_MAX_ROWS 32
+
+/* The rows of a suite (SUITE_DEFAULT: the default rows, smaller with
+ * short_run) into rows[BENCH_MAX_ROWS]; returns their number. */
+int bench_suite_rows(bench_suite suite, bool short_run, problem_spec *rows);
+/* The suite's criteria (NULL and 0 for SUITE_DEFAULT). */
+const suite_criterion *bench_suite_criteria(bench_suite suite, int *count);
+/* "default", "cpu", "cuda", "vulkan". */
+const char *bench_suite_name(bench_suite suite);
+/* Judges one criterion on a device's rows (`row_present`: which ran);
+ * `reference_rows`: the reference device's rows (suite vulkan), or NULL. */
+void bench_judge(const suite_criterion *c, const bench_row *device_rows, const bool *row_present,
+                 const bench_row *reference_rows, const char *reference_device,
+                 const device_calibration *cal, const problem_spec *specs,
+                 criterion_result *result);
+
+/* ---- output (bench_report.c) ---- */
+
+/* The table: CPU devices show the OpenBLAS columns, others cuBLASLt's. */
+void bench_print_header(bool cpu);
+void bench_print_row(const bench_row *row, bool cpu);
+void bench_print_legend(void);
+void bench_print_criteria(const criterion_result *results, int count, bench_suite suite);
+/* The JSON report; `filters` as given on the command line. */
+bool bench_write_json(const char *path, const bench_options *o, const filter_text *filters,
+                      const bench_row *rows, int row_count, const device_calibration *cals,
+                      int device_count, const criterion_result *criteria, int criterion_count);
+
+#endif /* TESSERA_TOOLS_BENCH_H */
