@@ -160,8 +160,17 @@ static tsr_status create_logical_device(vulkan_device *device) {
   if (p->coopmat_nv &&
       device_has_extension(plugin, p->physical, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
     extensions[extension_count++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
-  /* Diagnosis: the compiler's statistics of every pipeline (pipeline.c). */
-  const char *want_stats = getenv("TESSERA_VULKAN_PIPELINE_STATS");
+  /* Diagnosis switches, read here once so that no op reads the environment:
+   * the compiler's statistics of every pipeline (pipeline.c), the NV build
+   * of the coopmat shaders and the coopmat probe (ops_matrix.c). */
+  const char *want_stats =
+      plugin->host.get_env ? plugin->host.get_env("TESSERA_VULKAN_PIPELINE_STATS") : NULL;
+  const char *force_nv =
+      plugin->host.get_env ? plugin->host.get_env("TESSERA_VULKAN_COOPMAT_NV") : NULL;
+  const char *probe =
+      plugin->host.get_env ? plugin->host.get_env("TESSERA_VULKAN_COOPMAT_PROBE") : NULL;
+  device->coopmat_force_nv = force_nv != NULL;
+  device->coopmat_probe = probe ? (uint32_t)atoi(probe) : 0u;
   device->pipeline_stats =
       want_stats && *want_stats && strcmp(want_stats, "0") != 0 &&
       device_has_extension(plugin, p->physical,

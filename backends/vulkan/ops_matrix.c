@@ -643,7 +643,7 @@ static tsr_status matrix_pipeline_khr(vulkan_device *device, const char *name, c
 static tsr_status coopmat_pipeline(vulkan_device *device, const char *name, const uint32_t *spec,
                                    uint32_t n_spec, const vulkan_pipeline **out) {
   const vulkan_device_props *props = device->props;
-  if (coopmat_route_of(props) == COOPMAT_KHR && !getenv("TESSERA_VULKAN_COOPMAT_NV"))
+  if (coopmat_route_of(props) == COOPMAT_KHR && !device->coopmat_force_nv)
     return matrix_pipeline_khr(device, name, spec, n_spec, out);
   return vulkan_pipeline_get(device, name, spec, n_spec,
                              props->subgroup_min != props->subgroup_max ? 32 : 0, out);
@@ -756,12 +756,9 @@ static tsr_status gemm_run(vulkan_queue *queue, const gemm_problem *g, const cha
                 : (push.b_sn % 8 == 0 && push.b_sb % 8 == 0 && first[1] % 8 == 0 && g->k % 8 == 0 &&
                    push.b_sk == 1);
     snprintf(name, sizeof name, "gemm_coopmat_f16_%ux%u_%ux%u", c->bm, c->bn, c->sg_m, c->sg_n);
-    /* Diagnosis only: TESSERA_VULKAN_COOPMAT_PROBE (gemm_coopmat.comp). */
-    const char *probe = getenv("TESSERA_VULKAN_COOPMAT_PROBE");
-    uint32_t spec[15] = {
-        threads, c->bm, c->bn,      c->bk,      c->sg_m,
-        c->sg_n, c->wm, c->wn,      a_kfast,    b_nfast,
-        a_vec,   b_vec, g->out_f32, g->grouped, probe ? (uint32_t)atoi(probe) : 0u};
+    uint32_t spec[15] = {threads, c->bm, c->bn,      c->bk,      c->sg_m,
+                         c->sg_n, c->wm, c->wn,      a_kfast,    b_nfast,
+                         a_vec,   b_vec, g->out_f32, g->grouped, device->coopmat_probe};
     status = coopmat_pipeline(device, name, spec, 15, &pipeline);
   }
   if (status != TSR_OK)

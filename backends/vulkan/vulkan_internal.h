@@ -163,6 +163,8 @@ typedef struct vulkan_device {
    * compiler statistics (registers, local memory, ...) logged at info level
    * when it is built. */
   bool pipeline_stats;
+  bool coopmat_force_nv;  /* TESSERA_VULKAN_COOPMAT_NV: the NV build even where KHR exists */
+  uint32_t coopmat_probe; /* TESSERA_VULKAN_COOPMAT_PROBE (gemm_coopmat.comp), 0: off */
 } vulkan_device;
 
 /* A command buffer in flight, retired when the timeline passes `value`. */
