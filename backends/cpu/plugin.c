@@ -140,7 +140,8 @@ static void plugin_error(const cpu_plugin *plugin, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(message, sizeof message, fmt, ap);
   va_end(ap);
-  plugin->host.set_error(plugin->host.host_handle, "%s", message);
+  /* Named, as every plugin's sentences are (docs/PLUGINS.md, R23). */
+  plugin->host.set_error(plugin->host.host_handle, "cpu: %s", message);
 }
 
 static const char *plugin_env(const cpu_plugin *plugin, const char *name) {

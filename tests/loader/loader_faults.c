@@ -9,8 +9,9 @@
  *
  * The hardening cases (paths that do not fit, FIFOs, relative XDG_CONFIG_HOME
  * and HOME, one library named twice, visible limits, environment warnings,
- * why a plugin has no device) are in loader_hardening.c, the helpers in
- * loader_util.c.
+ * why a plugin has no device) are in loader_hardening.c, the cases for the
+ * plugin rules of docs/PLUGINS.md (broken tables, no printing, unknown ops,
+ * set_error, environment) in loader_rules.c, the helpers in loader_util.c.
  *
  * Reason substrings asserted (report.reason of the broken manifest, state
  * SKIPPED unless noted; matching is case-sensitive):
@@ -539,16 +540,23 @@ static const loader_case cases[] = {
     {"sample_ops", case_sample_ops},
 };
 
-/* A case of this file's table or of loader_hardening.c's; NULL when none. */
+/* A case of this file's table, loader_hardening.c's or loader_rules.c's; NULL
+ * when none. */
 static const loader_case *find_case(const char *name, bool list) {
-  const size_t count = sizeof cases / sizeof cases[0];
-  for (size_t i = 0; i < count + loader_hardening_case_count; i++) {
-    const loader_case *c = i < count ? &cases[i] : &loader_hardening_cases[i - count];
-    if (list)
-      printf("%s\n", c->name);
-    else if (strcmp(name, c->name) == 0)
-      return c;
-  }
+  const struct {
+    const loader_case *cases;
+    size_t count;
+  } tables[] = {{cases, sizeof cases / sizeof cases[0]},
+                {loader_hardening_cases, loader_hardening_case_count},
+                {loader_rules_cases, loader_rules_case_count}};
+  for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+    for (size_t i = 0; i < tables[t].count; i++) {
+      const loader_case *c = &tables[t].cases[i];
+      if (list)
+        printf("%s\n", c->name);
+      else if (strcmp(name, c->name) == 0)
+        return c;
+    }
   return NULL;
 }
 

@@ -34,6 +34,9 @@ typedef struct loader_case {
 /* The cases of loader_hardening.c. */
 extern const loader_case loader_hardening_cases[];
 extern const size_t loader_hardening_case_count;
+/* The cases of loader_rules.c. */
+extern const loader_case loader_rules_cases[];
+extern const size_t loader_rules_case_count;
 
 /* ---- files and directories of a case (under case_root) ---- */
 
@@ -72,6 +75,11 @@ void run_single_broken(const char *name, ...);
  * what was written (a static buffer, valid until the next capture). */
 void capture_stderr_begin(const char *name);
 const char *capture_stderr_end(void);
+/* Sends both stdout and stderr to files in the case root until
+ * capture_output_end, which copies what each received into `out` and `err`
+ * (and prints them afterwards). */
+void capture_output_begin(void);
+void capture_output_end(char *out, size_t out_capacity, char *err, size_t err_capacity);
 /* Occurrences of `needle` in `text`. */
 int count_occurrences(const char *text, const char *needle);
 

@@ -309,6 +309,43 @@ const char *capture_stderr_end(void) {
   return log;
 }
 
+static int saved_stdout = -1, saved_both_stderr = -1;
+static char capture_out_path[1024], capture_err_path[1024];
+
+/* Points `fd` at a fresh file `path`; returns the old descriptor's copy. */
+static int redirect(int fd, const char *path) {
+  int saved = dup(fd);
+  int file = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (saved < 0 || file < 0 || dup2(file, fd) < 0) {
+    perror("redirecting output");
+    exit(1);
+  }
+  close(file);
+  return saved;
+}
+
+void capture_output_begin(void) {
+  path_in_case(capture_out_path, sizeof capture_out_path, "stdout.log");
+  path_in_case(capture_err_path, sizeof capture_err_path, "stderr.log");
+  fflush(stdout);
+  fflush(stderr);
+  saved_stdout = redirect(STDOUT_FILENO, capture_out_path);
+  saved_both_stderr = redirect(STDERR_FILENO, capture_err_path);
+}
+
+void capture_output_end(char *out, size_t out_capacity, char *err, size_t err_capacity) {
+  fflush(stdout);
+  fflush(stderr);
+  dup2(saved_stdout, STDOUT_FILENO);
+  dup2(saved_both_stderr, STDERR_FILENO);
+  close(saved_stdout);
+  close(saved_both_stderr);
+  saved_stdout = saved_both_stderr = -1;
+  read_file(capture_out_path, out, out_capacity);
+  read_file(capture_err_path, err, err_capacity);
+  printf("---- captured stdout ----\n%s---- captured stderr ----\n%s---- end ----\n", out, err);
+}
+
 int count_occurrences(const char *text, const char *needle) {
   int count = 0;
   size_t length = strlen(needle);
