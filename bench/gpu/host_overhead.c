@@ -9,13 +9,14 @@
  * time between two events around one call (as `tessera bench` times) and
  * "queued" the same for 10 calls back to back, per call.
  *
- * usage: host_overhead [device [calls]] (default cuda:0): with `calls`, only
- *        that many tsr_gemm calls on 16x4096x4096, inputs never written (for
- *        a profiler)
+ * usage: host_overhead [device [pairs]] (default cuda:0): with `pairs`, only
+ *        that many tsr_gemm (16x4096x4096) + tsr_rmsnorm (16x4096) pairs,
+ *        inputs never written, each call's status checked (for a profiler:
+ *        bench/gpu/host_overhead.sh counts instructions with callgrind)
  * Shapes: bf16 1x256x256 (launch floor), 1x8192x8192 (B [K][N] and [N][K]), 16x4096x4096, 4096^3.
- * With TESSERA_CUDA_DRIVER naming bench/gpu/fake_libcuda.c built as a
- * library, this measures the plugin without a GPU (the GPU rows are then
- * meaningless). */
+ * With TESSERA_CUDA_DRIVER naming tests/cuda/fake_libcuda.c built as a
+ * library (the build's lib/libtessera-fake-cuda.so), this measures the plugin
+ * without a GPU (the GPU rows are then meaningless). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -151,15 +152,28 @@ int main(int argc, char **argv) {
     desc.a = tensor(device, queue, 1, 16, 4096);
     desc.b = tensor(device, queue, 1, 4096, 4096);
     desc.d = tensor(device, queue, 1, 16, 4096);
-    long calls = atol(argv[2]);
+    tsr_rmsnorm_desc norm = TSR_RMSNORM_DESC_INIT;
+    norm.x = tsr_tensor_make(desc.d.buffer, 0, TSR_DTYPE_BF16, 2, (int64_t[]){16, 4096});
+    norm.y = tsr_tensor_make(desc.a.buffer, 0, TSR_DTYPE_BF16, 2, (int64_t[]){16, 4096});
+    norm.weight = tsr_tensor_make(desc.b.buffer, 0, TSR_DTYPE_BF16, 1, (int64_t[]){4096});
+    long pairs = atol(argv[2]);
     double t0 = now_us();
-    for (long i = 0; i < calls; i++) {
+    for (long i = 0; i < pairs; i++) {
       if (tsr_gemm(queue, &desc) != TSR_OK)
         fail("tsr_gemm");
+      if (tsr_rmsnorm(queue, &norm) != TSR_OK)
+        fail("tsr_rmsnorm");
       if (i % 64 == 63 && tsr_queue_finish(queue) != TSR_OK)
         fail("tsr_queue_finish");
     }
-    printf("%ld calls: %.2f us a call\n", calls, (now_us() - t0) / (double)calls);
+    if (tsr_queue_finish(queue) != TSR_OK)
+      fail("tsr_queue_finish");
+    printf("%ld gemm + rmsnorm pairs: %.2f us a pair\n", pairs, (now_us() - t0) / (double)pairs);
+    tsr_buffer_destroy(desc.a.buffer);
+    tsr_buffer_destroy(desc.b.buffer);
+    tsr_buffer_destroy(desc.d.buffer);
+    tsr_queue_destroy(queue);
+    tsr_context_destroy(context);
     return 0;
   }
   struct {

@@ -6,7 +6,9 @@
  * that is never touched. Load it with TESSERA_CUDA_DRIVER=<path to the .so>.
  * Results computed through it are garbage; only host times mean anything.
  *
- * build: cc -O2 -shared -fPIC -o libfake_cuda.so bench/gpu/fake_libcuda.c */
+ * Built by tests/cuda/CMakeLists.txt as lib/libtessera-fake-cuda.so: the
+ * cuda.fake_driver test runs the CUDA plugin's whole host path through it in
+ * CI, and bench/gpu/host_overhead.sh counts that path's instructions. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
