@@ -74,61 +74,20 @@ static int print_plugin_reports(tsr_context *context) {
   return EXIT_OK;
 }
 
+/* Device `index`'s info; false (error printed) when it cannot be had. */
+static bool device_info_at(tsr_context *context, uint32_t index, tsr_device_info *info) {
+  tsr_device *device = NULL;
+  memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+  tsr_status status = tsr_device_get(context, index, &device);
+  if (status == TSR_OK)
+    status = tsr_device_get_info(device, info);
+  if (status != TSR_OK)
+    cli_api_error("tsr_device_get_info", status);
+  return status == TSR_OK;
+}
+
 /* ---- --json ---- */
-
-/* Length of the valid UTF-8 sequence at `p` (1 to 4), 0 when invalid. */
-static size_t utf8_sequence(const unsigned char *p) {
-  if (p[0] < 0x80)
-    return 1;
-  unsigned char lo = 0x80, hi = 0xbf;
-  size_t length;
-  if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-    length = 2;
-  } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-    length = 3;
-    lo = p[0] == 0xe0 ? 0xa0 : 0x80; /* overlong */
-    hi = p[0] == 0xed ? 0x9f : 0xbf; /* surrogates */
-  } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-    length = 4;
-    lo = p[0] == 0xf0 ? 0x90 : 0x80; /* overlong */
-    hi = p[0] == 0xf4 ? 0x8f : 0xbf; /* above U+10FFFF */
-  } else {
-    return 0;
-  }
-  if (p[1] < lo || p[1] > hi)
-    return 0;
-  for (size_t i = 2; i < length; i++)
-    if (p[i] < 0x80 || p[i] > 0xbf)
-      return 0;
-  return length;
-}
-
-/* A JSON string of `text`; bytes that are not UTF-8 (paths need not be)
- * become U+FFFD, since JSON text must be Unicode. */
-static void json_text(FILE *file, const char *text) {
-  size_t length = strlen(text);
-  char *clean = malloc(length * 3 + 1);
-  if (clean == NULL) {
-    json_string(file, "");
-    return;
-  }
-  size_t used = 0;
-  for (const unsigned char *p = (const unsigned char *)text; *p;) {
-    size_t n = utf8_sequence(p);
-    if (n == 0) {
-      memcpy(clean + used, "\xef\xbf\xbd", 3);
-      used += 3;
-      p++;
-    } else {
-      memcpy(clean + used, p, n);
-      used += n;
-      p += n;
-    }
-  }
-  clean[used] = '\0';
-  json_string(file, clean);
-  free(clean);
-}
 
 static int print_json(tsr_context *context) {
   json_report_head(stdout, "tessera devices");
@@ -140,17 +99,9 @@ static int print_json(tsr_context *context) {
   }
   printf("\"devices\": [");
   for (uint32_t i = 0; i < count; i++) {
-    tsr_device *device = NULL;
     tsr_device_info info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
-    status = tsr_device_get(context, i, &device);
-    if (status == TSR_OK)
-      status = tsr_device_get_info(device, &info);
-    if (status != TSR_OK) {
-      cli_api_error("tsr_device_get_info", status);
+    if (!device_info_at(context, i, &info))
       return EXIT_FAILED;
-    }
     printf("%s\n  {\"index\": %u, ", i ? "," : "", i);
     json_device_members(stdout, &info);
     printf("}");
@@ -171,14 +122,14 @@ static int print_json(tsr_context *context) {
       return EXIT_FAILED;
     }
     printf("%s\n  {\"name\": ", i ? "," : "");
-    json_text(stdout, report.name);
+    json_string(stdout, report.name);
     printf(", \"manifest\": ");
-    json_text(stdout, report.manifest);
+    json_string(stdout, report.manifest);
     printf(", \"library\": ");
-    json_text(stdout, report.library);
+    json_string(stdout, report.library);
     printf(", \"state\": \"%s\", \"abi_version\": %u, \"device_count\": %u, \"reason\": ",
            plugin_state_name(report.state), report.abi_version, report.device_count);
-    json_text(stdout, report.reason);
+    json_string(stdout, report.reason);
     printf("}");
   }
   printf("\n],\n\"search_dirs\": [");
@@ -196,9 +147,9 @@ static int print_json(tsr_context *context) {
       return EXIT_FAILED;
     }
     printf("%s\n  {\"path\": ", i ? "," : "");
-    json_text(stdout, path);
+    json_string(stdout, path);
     printf(", \"exists\": %s, \"note\": ", exists ? "true" : "false");
-    json_text(stdout, note);
+    json_string(stdout, note);
     printf("}");
   }
   printf("\n]\n}\n");
@@ -243,15 +194,8 @@ int cmd_devices(int argc, char **argv) {
   }
   int rc = EXIT_OK;
   for (uint32_t i = 0; i < count; i++) {
-    tsr_device *device = NULL;
     tsr_device_info info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
-    status = tsr_device_get(context, i, &device);
-    if (status == TSR_OK)
-      status = tsr_device_get_info(device, &info);
-    if (status != TSR_OK) {
-      cli_api_error("tsr_device_get_info", status);
+    if (!device_info_at(context, i, &info)) {
       rc = EXIT_FAILED;
       continue;
     }

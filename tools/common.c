@@ -444,9 +444,49 @@ void format_bytes(char *buf, size_t capacity, uint64_t bytes) {
 
 /* ---- output files ---- */
 
+/* Length of the valid UTF-8 sequence at `p` (1 to 4), 0 when invalid. */
+static size_t utf8_sequence(const unsigned char *p) {
+  if (p[0] < 0x80)
+    return 1;
+  unsigned char lo = 0x80, hi = 0xbf;
+  size_t length;
+  if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+    length = 2;
+  } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+    length = 3;
+    lo = p[0] == 0xe0 ? 0xa0 : 0x80; /* overlong */
+    hi = p[0] == 0xed ? 0x9f : 0xbf; /* surrogates */
+  } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+    length = 4;
+    lo = p[0] == 0xf0 ? 0x90 : 0x80; /* overlong */
+    hi = p[0] == 0xf4 ? 0x8f : 0xbf; /* above U+10FFFF */
+  } else {
+    return 0;
+  }
+  if (p[1] < lo || p[1] > hi)
+    return 0;
+  for (size_t i = 2; i < length; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf)
+      return 0;
+  return length;
+}
+
+/* JSON text must be Unicode: bytes that are not UTF-8 (paths, device names
+ * need not be) become U+FFFD. */
 void json_string(FILE *file, const char *text) {
   fputc('"', file);
-  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+  for (const unsigned char *p = (const unsigned char *)text; *p;) {
+    size_t n = utf8_sequence(p);
+    if (n == 0) {
+      fputs("\xef\xbf\xbd", file);
+      p++;
+      continue;
+    }
+    if (n > 1) {
+      fwrite(p, 1, n, file);
+      p += n;
+      continue;
+    }
     switch (*p) {
     case '"':
       fputs("\\\"", file);
@@ -466,6 +506,7 @@ void json_string(FILE *file, const char *text) {
       else
         fputc(*p, file);
     }
+    p++;
   }
   fputc('"', file);
 }

@@ -78,8 +78,8 @@ static double relative_error(const tsr_tensor *d, const double *reference, int64
   for (int64_t b = 0; b < outer; b++)
     for (int64_t i = 0; i < d->shape[r]; i++)
       for (int64_t j = 0; j < d->shape[r + 1]; j++, index++) {
-        int64_t at = (d->rank == 3 ? b * d->strides[0] : 0) + i * d->strides[r] +
-                     j * d->strides[r + 1];
+        int64_t at =
+            (d->rank == 3 ? b * d->strides[0] : 0) + i * d->strides[r] + j * d->strides[r + 1];
         double value = tsr_load_as_f32(base, d->dtype, at);
         if (isnan(value))
           return NAN;
@@ -273,8 +273,8 @@ int main(void) {
   const gemm_case cases[] = {
       {"gemv f32 rows", 1, 1, 300, 1030, false, false, false, F32, F32, false, false, true, false,
        0.5f, 0.0f, TSR_ACT_RELU},
-      {"gemv f32 columns", 1, 3, 257, 1030, false, true, false, F32, F32, true, false, false,
-       false, 1.0f, 0.5f, TSR_ACT_NONE},
+      {"gemv f32 columns", 1, 3, 257, 1030, false, true, false, F32, F32, true, false, false, false,
+       1.0f, 0.5f, TSR_ACT_NONE},
       {"gemv bf16 rows", 1, 16, 200, 777, false, false, false, BF16, BF16, false, false, true,
        false, 1.0f, 0.0f, TSR_ACT_SILU},
       {"gemv f16 columns", 1, 5, 100, 513, true, true, false, F16, F32, false, false, false, false,
@@ -287,16 +287,16 @@ int main(void) {
        false, 1.0f, 1.0f, TSR_ACT_NONE},
       {"packed bf16 scratch sums", 1, 61, 83, 1500, false, false, false, BF16, BF16, false, false,
        true, false, 1.0f, 0.0f, TSR_ACT_RELU},
-      {"packed bf16 to f32", 1, 64, 64, 96, true, true, false, BF16, F32, true, false, false,
-       false, 2.0f, -0.5f, TSR_ACT_NONE},
+      {"packed bf16 to f32", 1, 64, 64, 96, true, true, false, BF16, F32, true, false, false, false,
+       2.0f, -0.5f, TSR_ACT_NONE},
       {"packed f16", 1, 45, 50, 1100, false, false, false, F16, F16, true, false, false, false,
        1.0f, 0.25f, TSR_ACT_GELU_ERF},
       {"packed bf16 odd k", 1, 29, 35, 257, false, false, false, BF16, BF16, false, false, false,
        false, 1.0f, 0.0f, TSR_ACT_NONE},
       {"packed f32 strided out", 1, 30, 40, 200, false, false, true, F32, F32, true, false, true,
        false, 1.0f, 1.0f, TSR_ACT_RELU},
-      {"batched shared b", 3, 33, 40, 300, false, false, false, F32, F32, false, false, true,
-       true, 1.0f, 0.0f, TSR_ACT_NONE},
+      {"batched shared b", 3, 33, 40, 300, false, false, false, F32, F32, false, false, true, true,
+       1.0f, 0.0f, TSR_ACT_NONE},
       {"batched bf16 in-place", 2, 20, 36, 900, false, true, false, BF16, BF16, true, true, false,
        false, 1.0f, 1.0f, TSR_ACT_NONE},
   };

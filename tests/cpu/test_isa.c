@@ -94,8 +94,7 @@ static void test_made_up_machines(void) {
 static void test_choose(void) {
   char message[256];
   /* Unset: the best level, no message. */
-  EXPECT(cpu_isa_choose(NULL, CPU_ISA_AVX512_BF16, message, sizeof message) ==
-         CPU_ISA_AVX512_BF16);
+  EXPECT(cpu_isa_choose(NULL, CPU_ISA_AVX512_BF16, message, sizeof message) == CPU_ISA_AVX512_BF16);
   EXPECT(message[0] == '\0');
   EXPECT(cpu_isa_choose("", CPU_ISA_AVX2, message, sizeof message) == CPU_ISA_AVX2);
   /* A lower level is honoured. */
@@ -128,7 +127,7 @@ static void test_this_machine(void) {
   for (int i = 0; i < CPU_ISA_COUNT_; i++)
     if (cpu_isa_has_kernels((cpu_isa)i) && cpu_isa_has_features((cpu_isa)i, &m->features))
       EXPECT(cpu_isa_includes(m->best, (cpu_isa)i));
-  /* The detection agrees with the compiler's own view of the CPU. */
+      /* The detection agrees with the compiler's own view of the CPU. */
 #if CPU_HAVE_X86_KERNELS
   __builtin_cpu_init();
   EXPECT(m->features.avx2 == (__builtin_cpu_supports("avx2") != 0));
@@ -155,8 +154,7 @@ static int check_level(const char *name, const char *tessera, int argc, char **a
     return 2;
   }
   if (!cpu_isa_includes(cpu_isa_detect(), level)) {
-    printf("SKIP: this machine and build reach %s, not %s\n", cpu_isa_name(cpu_isa_detect()),
-           name);
+    printf("SKIP: this machine and build reach %s, not %s\n", cpu_isa_name(cpu_isa_detect()), name);
     return 77;
   }
   setenv("TESSERA_CPU_ISA", name, 1);
@@ -174,8 +172,7 @@ static int check_level(const char *name, const char *tessera, int argc, char **a
     if (strstr(line, expected))
       found = true;
   if (pclose(pipe) != 0 || !found) {
-    fprintf(stderr, "'%s' did not report \"%.*s\"\n", command, (int)strlen(expected) - 1,
-            expected);
+    fprintf(stderr, "'%s' did not report \"%.*s\"\n", command, (int)strlen(expected) - 1, expected);
     return 1;
   }
   size_t used = (size_t)snprintf(command, sizeof command, "'%s' check --device cpu", tessera);

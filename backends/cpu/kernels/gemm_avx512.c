@@ -139,16 +139,16 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void transpose16(__m512 r[16]) {
     r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
     r[i + 1] =
         _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-    r[i + 2] =
-        _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-    r[i + 3] =
-        _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 2] = _mm512_castpd_ps(
+        _mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(
+        _mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
   }
   /* r[4q + s] now holds, in each 128-bit lane L, elements (4q..4q+3, 4L + s)
    * of the input; two shuffles of 128-bit lanes gather them. */
   for (int s = 0; s < 4; s++) {
-    __m512 a = _mm512_shuffle_f32x4(r[s], r[4 + s], 0x88);      /* lanes 0,2 of each */
-    __m512 b = _mm512_shuffle_f32x4(r[s], r[4 + s], 0xdd);      /* lanes 1,3 */
+    __m512 a = _mm512_shuffle_f32x4(r[s], r[4 + s], 0x88); /* lanes 0,2 of each */
+    __m512 b = _mm512_shuffle_f32x4(r[s], r[4 + s], 0xdd); /* lanes 1,3 */
     __m512 c = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0x88);
     __m512 d = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0xdd);
     t[s] = _mm512_shuffle_f32x4(a, c, 0x88);      /* column s */
@@ -173,20 +173,18 @@ static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 __m512 load_lanes(const char *p, in
  * strip: source vector i (i < count) starts at base + i * stride_bytes and
  * holds `length` lanes; lane t of vector i goes to dst[t * ld + i], `width`
  * lanes per t (vectors count..width-1 give zeros). */
-static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void transpose_into(const char *base,
-                                                                 int64_t stride_bytes, int count,
-                                                                 int64_t length, int32_t dtype,
-                                                                 bool pairs, int width, int64_t ld,
-                                                                 float *dst) {
+static GEMM_ALWAYS_INLINE GEMM_TARGET_AVX512 void
+transpose_into(const char *base, int64_t stride_bytes, int count, int64_t length, int32_t dtype,
+               bool pairs, int width, int64_t ld, float *dst) {
   const int64_t lane_bytes = pairs ? 4 : gemm_dtype_bytes(dtype);
   const __mmask16 store_mask = columns_mask(width);
   for (int64_t t0 = 0; t0 < length; t0 += 16) {
     __mmask16 load_mask = columns_mask((int)(length - t0 < 16 ? length - t0 : 16));
     __m512 r[16];
     for (int i = 0; i < 16; i++)
-      r[i] = i < count ? load_lanes(base + i * stride_bytes + t0 * lane_bytes, dtype, pairs,
-                                    load_mask)
-                       : _mm512_setzero_ps();
+      r[i] = i < count
+                 ? load_lanes(base + i * stride_bytes + t0 * lane_bytes, dtype, pairs, load_mask)
+                 : _mm512_setzero_ps();
     transpose16(r);
     int64_t rows_out = length - t0 < 16 ? length - t0 : 16;
     for (int t = 0; t < rows_out; t++)
@@ -250,8 +248,8 @@ GEMM_TARGET_AVX512 bool cpu_gemm_pack_b_avx512(const gemm_operand *b, int64_t k0
       for (int half = 0; half < 2; half++) {
         int count = cols - 16 * half;
         count = count < 0 ? 0 : count > 16 ? 16 : count;
-        transpose_into(gemm_at(b, k0, col0 + 16 * half), b->cs * eb, count, kc, b->dtype, false,
-                       16, 32, out + 16 * half);
+        transpose_into(gemm_at(b, k0, col0 + 16 * half), b->cs * eb, count, kc, b->dtype, false, 16,
+                       32, out + 16 * half);
       }
       return true;
     }
@@ -267,8 +265,9 @@ GEMM_TARGET_AVX512 bool cpu_gemm_pack_b_avx512(const gemm_operand *b, int64_t k0
     const __mmask32 mask = cols >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << cols) - 1u);
     for (int64_t p = 0; p < pairs; p++) {
       __m512i even = _mm512_maskz_loadu_epi16(mask, gemm_at(b, k0 + 2 * p, col0));
-      __m512i odd = 2 * p + 1 < kc ? _mm512_maskz_loadu_epi16(mask, gemm_at(b, k0 + 2 * p + 1, col0))
-                                   : _mm512_setzero_si512();
+      __m512i odd = 2 * p + 1 < kc
+                        ? _mm512_maskz_loadu_epi16(mask, gemm_at(b, k0 + 2 * p + 1, col0))
+                        : _mm512_setzero_si512();
       __m512i lo = _mm512_unpacklo_epi16(even, odd), hi = _mm512_unpackhi_epi16(even, odd);
       _mm512_store_si512(out + p * 32, _mm512_permutex2var_epi64(lo, first, hi));
       _mm512_store_si512(out + p * 32 + 16, _mm512_permutex2var_epi64(lo, second, hi));

@@ -63,9 +63,8 @@ template <typename T> TSR_DEVICE void swiglu_body(const elementwise_params &p) {
 
 template <typename T> TSR_DEVICE void gelu_body(const elementwise_params &p) {
   const bool tanh_form = p.approximate != 0;
-  unary_map<T>(p, [tanh_form](float x, float) {
-    return tanh_form ? tsr_gelu_tanh(x) : tsr_gelu_erf(x);
-  });
+  unary_map<T>(
+      p, [tanh_form](float x, float) { return tanh_form ? tsr_gelu_tanh(x) : tsr_gelu_erf(x); });
 }
 
 /* x, y [B, S, H, D]; one thread per channel pair. Pairs below rotary_dim / 2
