@@ -121,12 +121,14 @@ tsr_status tsr_context_create(const tsr_context_options *options, tsr_context **
       ((int)options->log_level < TSR_LOG_DEFAULT || (int)options->log_level > TSR_LOG_DEBUG))
     return tsr__fail(TSR_ERROR_INVALID_VALUE, call,
                      "options->log_level = %d is not a tsr_log_level", (int)options->log_level);
+  tsr__log_read_env();
   if (options && options->log_level != TSR_LOG_DEFAULT)
     tsr__set_log_level(options->log_level);
   tsr_context *context = calloc(1, sizeof *context);
   if (!context)
     return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of memory");
   tsr__objects_init(context);
+  tsr__overrides_load(context);
   tsr_status st = tsr__load_plugins(context, options);
   if (st == TSR_OK)
     st = enumerate_devices(context);
@@ -155,6 +157,7 @@ void tsr_context_destroy(tsr_context *context) {
   }
   free(context->devices);
   tsr__unload_plugins(context);
+  tsr__overrides_free(context);
   tsr__objects_release(context);
   free(context);
 }

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Op entry points: validate, ask the plugin, choose a variant, queue. */
+/* Op entry points: validate, then the op cache (op_cache.c) chooses once
+ * per problem signature and queues; variants and explain for tools. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
 
+/* Validation and the device handle: what every op call needs before the
+ * cache (op_cache.c) or the plugin is asked anything. */
 static tsr_status prepare(tsr_device *device, tsr_op op, const void *desc, const char *call,
                           tsr__op_args *args, void **handle) {
   if ((int)op < 0 || op >= TSR_OP_COUNT_)
@@ -16,14 +19,16 @@ static tsr_status prepare(tsr_device *device, tsr_op op, const void *desc, const
   if (!(device->info.op_mask & (1u << op)))
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "%s (%s) does not support %s",
                      device->info.selector, device->info.name, tsr_op_name(op));
-  st = tsr__device_handle(device, call, handle);
-  if (st != TSR_OK)
-    return st;
-  st = device->plugin->table->op_supported(*handle, op, tsr__op_args_pointer(args));
+  return tsr__device_handle(device, call, handle);
+}
+
+static tsr_status check_supported(tsr_device *device, void *handle, const tsr__op_args *args,
+                                  const char *call) {
+  tsr_status st = device->plugin->table->op_supported(handle, args->op, tsr__op_args_pointer(args));
   if (st != TSR_OK) {
     char fallback[160];
     snprintf(fallback, sizeof fallback, "%s cannot run this %s problem", device->info.selector,
-             tsr_op_name(op));
+             tsr_op_name(args->op));
     return tsr__fail_plugin(st, call, fallback);
   }
   return TSR_OK;
@@ -51,20 +56,7 @@ tsr_status tsr_op_run(tsr_queue *queue, tsr_op op, const void *desc) {
   tsr_status st = prepare(queue->device, op, desc, call, &args, &handle);
   if (st != TSR_OK)
     return st;
-  tsr_choice choice;
-  choice.struct_size = sizeof choice;
-  st = tsr__choose_variant(queue->device, &args, call, &choice);
-  if (st != TSR_OK)
-    return st;
-  for (int i = 0; i < args.buffer_count; i++)
-    tsr__buffer_mark(args.buffers[i], queue);
-  pthread_mutex_lock(&queue->lock);
-  st = queue->device->plugin->table->op_run(queue->handle, op, tsr__op_args_pointer(&args),
-                                            choice.variant);
-  pthread_mutex_unlock(&queue->lock);
-  if (st != TSR_OK)
-    return tsr__fail_plugin(st, call, "the plugin could not queue the op");
-  return TSR_OK;
+  return tsr__op_cache_run(queue, handle, &args, call);
 }
 
 tsr_status tsr_gemm(tsr_queue *queue, const tsr_gemm_desc *desc) {
@@ -110,14 +102,14 @@ tsr_status tsr_op_variants(tsr_device *device, tsr_op op, const void *desc, tsr_
   tsr__op_args args;
   void *handle;
   tsr_status st = prepare(device, op, desc, call, &args, &handle);
+  if (st == TSR_OK)
+    st = check_supported(device, handle, &args, call);
   if (st != TSR_OK)
     return st;
   tsr_plugin_variant_list list;
-  memset(&list, 0, sizeof list);
-  list.struct_size = sizeof list;
-  st = device->plugin->table->op_variants(handle, op, tsr__op_args_pointer(&args), &list);
+  st = tsr__list_variants(device, handle, &args, call, &list);
   if (st != TSR_OK)
-    return tsr__fail_plugin(st, call, "the plugin could not list variants");
+    return st;
   out->count = list.count > TSR_MAX_VARIANTS ? TSR_MAX_VARIANTS : list.count;
   for (uint32_t i = 0; i < out->count; i++) {
     tsr__strlcpy(out->names[i], list.variants[i].name, sizeof out->names[i]);
@@ -140,5 +132,6 @@ tsr_status tsr_op_explain(tsr_device *device, tsr_op op, const void *desc, tsr_c
   tsr_status st = prepare(device, op, desc, call, &args, &handle);
   if (st != TSR_OK)
     return st;
-  return tsr__choose_variant(device, &args, call, out);
+  tsr__selection selection;
+  return tsr__select(device, handle, &args, call, &selection, out);
 }

@@ -26,6 +26,8 @@ tsr_status tsr__fail_plugin(tsr_status status, const char *call, const char *fal
 
 /* Log level in force: TESSERA_LOG (error|warn|info|debug) unless overridden. */
 int tsr__log_level(void);
+/* Reads TESSERA_LOG again (context creation). */
+void tsr__log_read_env(void);
 void tsr__set_log_level(int level);
 void tsr__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -43,9 +45,14 @@ bool tsr__list_contains(const char *list, const char *name);
 typedef struct tsr_plugin_slot {
   tsr_plugin_report report;
   void *library; /* dlopen handle */
-  const tsr_plugin_v1 *table;
-  void *state; /* from init */
-  tsr_host_services host;
+  /* The plugin's entries in ABI 2 form (points at `entries`): an ABI 1
+   * plugin's are copied there too, with `v1` kept for its init and op_run. */
+  const tsr_plugin_v2 *table;
+  tsr_plugin_v2 entries;
+  const tsr_plugin_v1 *v1;
+  void *state;                  /* from init */
+  tsr_host_services host;       /* handed to ABI 1 plugins */
+  tsr_host_services_v2 host_v2; /* handed to ABI 2 plugins */
   struct tsr_context *context;
   /* The plugin's last log message (any level) while init and enumeration
    * run: a loaded plugin with no device says why there. Guarded by a lock
@@ -110,6 +117,10 @@ struct tsr_buffer {
   size_t size;
   uint32_t state;       /* TSR__BUFFER_*, atomic */
   uint64_t queues_used; /* queue bits of every queue given work on it, atomic */
+  /* log2 of the alignment of the buffer's first byte, up to 8 (256 bytes):
+   * 8 for plugin allocations, that of the caller's pointer for wrapped
+   * memory. Part of an op's signature (op_cache.c). */
+  uint8_t address_align_log2;
 };
 
 struct tsr_queue {
@@ -120,8 +131,9 @@ struct tsr_queue {
    * those of a thread that drains it before freeing a buffer or waits on one
    * of its events. Plugins may then keep a queue's state without locks. */
   pthread_mutex_t lock;
-  uint64_t bit;      /* 1 << slot, or TSR__QUEUE_BIT_OVERFLOW */
-  uint32_t drainers; /* threads about to drain it (context->lock) */
+  uint64_t bit;                   /* 1 << slot, or TSR__QUEUE_BIT_OVERFLOW */
+  uint32_t drainers;              /* threads about to drain it (context->lock) */
+  struct tsr__op_cache *op_cache; /* chosen configs by problem signature (lock) */
 };
 
 struct tsr_event {
@@ -143,6 +155,9 @@ struct tsr_context {
   tsr_object_link dead_buffers; /* destroyed records, oldest first */
   size_t dead_buffer_count;
   uint64_t queue_slots; /* bits of the slots in use */
+  /* TESSERA_CONFIG, read when the context was created (choose.c). */
+  struct tsr__config_override *overrides;
+  uint32_t override_count;
 };
 
 /* true while `buffer` has not been destroyed (memory.c). */
@@ -157,6 +172,13 @@ static inline void tsr__buffer_mark(struct tsr_buffer *buffer, const struct tsr_
 /* Object lists, locks and the dead-buffer list of a new context, and their release. */
 void tsr__objects_init(struct tsr_context *context);
 void tsr__objects_release(struct tsr_context *context);
+
+/* The entries a table lacks of those required (ABI 2 form; init and op_run
+ * checked by the caller, since their types differ by version), NULL when
+ * none (abi.c). */
+const char *tsr__plugin_missing_entry(const tsr_plugin_v2 *t, bool has_init, bool has_op_run);
+/* An ABI 1 table in ABI 2 form; init and op_run stay with the v1 table. */
+void tsr__plugin_entries_from_v1(const tsr_plugin_v1 *v1, tsr_plugin_v2 *out);
 
 /* Reads manifests, loads plugins into context->plugins (loader.c). */
 tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_options *options);
@@ -180,6 +202,9 @@ typedef struct tsr__op_args {
    * that runs it can be marked on each. */
   struct tsr_buffer *buffers[TSR__OP_MAX_TENSORS];
   int buffer_count;
+  /* Per tensor of the args struct, in order: log2 of the alignment (up to
+   * 256 bytes) of its first byte's address; 0xff when absent. */
+  uint8_t tensor_align_log2[TSR__OP_MAX_TENSORS];
 } tsr__op_args;
 
 /* Validates `desc` of `op` for running on `device` and fills `out`. `call`
@@ -199,9 +224,44 @@ void tsr__shape_class(const tsr__op_args *args, char *buf, size_t capacity);
 const char *tsr__op_dtype_name(const tsr__op_args *args);
 /* Normalised device key "backend:vendor:arch:name", lowercase, spaces as '-'. */
 void tsr__device_key(const tsr_device_info *info, char *buf, size_t capacity);
-/* Resolves override, database, heuristic in that order. */
-tsr_status tsr__choose_variant(tsr_device *device, const tsr__op_args *args, const char *call,
-                               tsr_choice *choice);
+/* ---- variant choice (choose.c) and the op cache (op_cache.c) ---- */
+
+/* One TESSERA_CONFIG entry: "[backend.]op:variant". */
+typedef struct tsr__config_override {
+  char backend[32]; /* "" applies to every backend */
+  tsr_op op;
+  char variant[64];
+} tsr__config_override;
+
+/* Parses TESSERA_CONFIG into context->overrides (warning about entries it
+ * cannot read); frees them. */
+void tsr__overrides_load(struct tsr_context *context);
+void tsr__overrides_free(struct tsr_context *context);
+
+/* A chosen config: what op_run needs, and the name it goes by. */
+typedef struct tsr__selection {
+  const void *config; /* ABI 2: the plugin's; ABI 1: NULL (op_run takes `name`) */
+  char name[64];
+} tsr__selection;
+
+/* Resolves override (desc->variant, then TESSERA_CONFIG), tuning database,
+ * heuristic, in that order, and asks the plugin for the config. With
+ * `choice`, also fills it for explain (with the heuristic's reason). */
+tsr_status tsr__select(tsr_device *device, void *device_handle, const tsr__op_args *args,
+                       const char *call, tsr__selection *out, tsr_choice *choice);
+
+/* The plugin's variant list for a validated problem, checked for sense. */
+tsr_status tsr__list_variants(tsr_device *device, void *device_handle, const tsr__op_args *args,
+                              const char *call, tsr_plugin_variant_list *list);
+
+/* Per-queue cache of selections by problem signature. */
+typedef struct tsr__op_cache tsr__op_cache;
+void tsr__op_cache_free(tsr__op_cache *cache);
+/* Runs a validated op on `queue`: a cached selection when the signature and
+ * the tuning generation match, else tsr__select and remember it. Takes and
+ * releases queue->lock. */
+tsr_status tsr__op_cache_run(tsr_queue *queue, void *device_handle, const tsr__op_args *args,
+                             const char *call);
 
 /* ---- the tuning database (tuning_db.c) ---- */
 

@@ -483,43 +483,7 @@ static void skip(tsr_plugin_slot *slot, tsr_plugin_state state, const char *fmt,
     slot->library = NULL;
   }
   slot->table = NULL;
-}
-
-/* The v1 table's required entries; the rest may be NULL (unsupported). */
-static const char *missing_table_entry(const tsr_plugin_v1 *t) {
-  if (!t->name)
-    return "name";
-  if (!t->init)
-    return "init";
-  if (!t->device_count)
-    return "device_count";
-  if (!t->device_info)
-    return "device_info";
-  if (!t->device_open)
-    return "device_open";
-  if (!t->device_close)
-    return "device_close";
-  if (!t->buffer_alloc)
-    return "buffer_alloc";
-  if (!t->buffer_free)
-    return "buffer_free";
-  if (!t->queue_create)
-    return "queue_create";
-  if (!t->queue_destroy)
-    return "queue_destroy";
-  if (!t->queue_finish)
-    return "queue_finish";
-  if (!t->buffer_write)
-    return "buffer_write";
-  if (!t->buffer_read)
-    return "buffer_read";
-  if (!t->op_supported)
-    return "op_supported";
-  if (!t->op_variants)
-    return "op_variants";
-  if (!t->op_run)
-    return "op_run";
-  return NULL;
+  slot->v1 = NULL;
 }
 
 /* The filters in force and where they came from (for reasons and warnings). */
@@ -645,22 +609,37 @@ static void load_one(tsr_plugin_slot *slot, const filters *f) {
          TSR_PLUGIN_ABI_VERSION);
     return;
   }
-  const tsr_plugin_v1 *table = entry(abi);
-  if (!table) {
+  const void *entries = entry(abi);
+  if (!entries) {
     skip(slot, TSR_PLUGIN_SKIPPED, "%s(%u) returned no table", TSR_PLUGIN_ENTRY_SYMBOL, abi);
     return;
   }
-  if (table->struct_size < sizeof(tsr_plugin_v1) || table->abi_version != abi) {
+  /* Both tables start with struct_size and abi_version. */
+  const tsr_plugin_v1 *v1 = abi == 1 ? entries : NULL;
+  const tsr_plugin_v2 *v2 = abi == 2 ? entries : NULL;
+  uint32_t struct_size = v1 ? v1->struct_size : v2->struct_size;
+  uint32_t table_abi = v1 ? v1->abi_version : v2->abi_version;
+  size_t expected = v1 ? sizeof(tsr_plugin_v1) : sizeof(tsr_plugin_v2);
+  if (struct_size < expected || table_abi != abi) {
     skip(slot, TSR_PLUGIN_SKIPPED,
          "function table is malformed (struct_size %u, abi_version %u; expected >= %zu, %u)",
-         table->struct_size, table->abi_version, sizeof(tsr_plugin_v1), abi);
+         struct_size, table_abi, expected, abi);
     return;
   }
-  const char *missing = missing_table_entry(table);
+  if (v1)
+    tsr__plugin_entries_from_v1(v1, &slot->entries);
+  else
+    slot->entries = *v2;
+  const char *missing =
+      tsr__plugin_missing_entry(&slot->entries, v1 ? v1->init != NULL : v2->init != NULL,
+                                v1 ? v1->op_run != NULL : v2->op_run != NULL);
+  if (!missing && v2 && !v2->op_select)
+    missing = "op_select";
   if (missing) {
     skip(slot, TSR_PLUGIN_SKIPPED, "function table lacks required entry '%s'", missing);
     return;
   }
+  const tsr_plugin_v2 *table = &slot->entries;
   /* The name becomes every device's backend and selector prefix: cut, two
    * plugins could share one. */
   size_t name_length = strlen(table->name);
@@ -672,6 +651,7 @@ static void load_one(tsr_plugin_slot *slot, const filters *f) {
     return;
   }
   slot->table = table;
+  slot->v1 = v1;
   r->abi_version = abi;
 
   slot->host.struct_size = sizeof slot->host;
@@ -683,13 +663,20 @@ static void load_one(tsr_plugin_slot *slot, const filters *f) {
   slot->host.get_env = tsr__getenv;
   slot->host.tuning_lookup = host_tuning_lookup;
   slot->host.host_handle = slot;
+  slot->host_v2.struct_size = sizeof slot->host_v2;
+  slot->host_v2.abi_version = abi;
+  slot->host_v2.log = host_log;
+  slot->host_v2.set_error = host_set_error;
+  slot->host_v2.get_env = tsr__getenv;
+  slot->host_v2.host_handle = slot;
 
   pthread_mutex_lock(&capture_lock);
   slot->capture_log = true; /* until enumeration ends (context.c) */
   slot->last_message[0] = '\0';
   pthread_mutex_unlock(&capture_lock);
   char init_reason[400] = "";
-  tsr_status st = table->init(&slot->host, &slot->state, init_reason, sizeof init_reason);
+  tsr_status st = v1 ? v1->init(&slot->host, &slot->state, init_reason, sizeof init_reason)
+                     : v2->init(&slot->host_v2, &slot->state, init_reason, sizeof init_reason);
   if (st != TSR_OK) {
     char detail[768] = "", last[sizeof slot->last_message];
     tsr__take_plugin_error(detail, sizeof detail);

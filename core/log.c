@@ -8,6 +8,7 @@
 #include "internal.h"
 
 static atomic_int log_level_override; /* 0: not overridden */
+static atomic_int log_level_env;      /* TESSERA_LOG as last read; 0: not read yet */
 
 static int level_from_env(void) {
   const char *value = tsr__getenv("TESSERA_LOG");
@@ -22,7 +23,7 @@ static int level_from_env(void) {
   if (!strcasecmp(value, "error") || !strcasecmp(value, "off") || !strcasecmp(value, "quiet"))
     return TSR_LOG_ERROR;
   /* A misspelt level would otherwise silently mean "warn"; once per process,
-   * since this runs on every log call. Written directly: tsr__log comes here. */
+   * however many contexts read it. Written directly: tsr__log comes here. */
   static atomic_flag warned = ATOMIC_FLAG_INIT;
   if (*value && !atomic_flag_test_and_set(&warned))
     fprintf(stderr,
@@ -32,9 +33,22 @@ static int level_from_env(void) {
   return TSR_LOG_WARN;
 }
 
+/* TESSERA_LOG is read when a context is created (and, before the first
+ * one, at the first log call), not on every call. */
+void tsr__log_read_env(void) {
+  atomic_store(&log_level_env, level_from_env());
+}
+
 int tsr__log_level(void) {
-  int level = atomic_load(&log_level_override);
-  return level ? level : level_from_env();
+  int level = atomic_load_explicit(&log_level_override, memory_order_relaxed);
+  if (level)
+    return level;
+  level = atomic_load_explicit(&log_level_env, memory_order_relaxed);
+  if (!level) {
+    level = level_from_env();
+    atomic_store(&log_level_env, level);
+  }
+  return level;
 }
 
 void tsr__set_log_level(int level) {

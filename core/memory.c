@@ -31,7 +31,7 @@ static void link_remove(tsr_context *context, tsr_object_link *node) {
   pthread_mutex_unlock(&context->lock);
 }
 
-static const tsr_plugin_v1 *table_of(const tsr_device *device) {
+static const tsr_plugin_v2 *table_of(const tsr_device *device) {
   return device->plugin->table;
 }
 
@@ -106,6 +106,7 @@ tsr_status tsr_buffer_create(tsr_device *device, size_t bytes, tsr_buffer **out)
   }
   buffer->device = device;
   buffer->size = bytes;
+  buffer->address_align_log2 = 8; /* plugin allocations: docs/PLUGINS.md */
   __atomic_store_n(&buffer->state, TSR__BUFFER_LIVE, __ATOMIC_RELEASE);
   link_add(device->context, &device->context->buffers, &buffer->link);
   *out = buffer;
@@ -123,7 +124,7 @@ static tsr_status buffer_wrap(tsr_device *device, tsr_external_kind kind, void *
   if (bytes == 0 || bytes > (size_t)INT64_MAX)
     return tsr__fail(TSR_ERROR_BAD_SIZE, call, "bytes = %zu (must be 1..%lld)", bytes,
                      (long long)INT64_MAX);
-  const tsr_plugin_v1 *t = table_of(device);
+  const tsr_plugin_v2 *t = table_of(device);
   if (!t->buffer_wrap)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin cannot wrap external memory",
                      device->info.backend);
@@ -162,7 +163,7 @@ tsr_status tsr_buffer_wrap_cuda(tsr_device *device, uint64_t device_pointer, siz
 
 /* Queues an event on `queue` and waits for it: the queue's earlier work is
  * done, and its deferred errors stay for its owner's tsr_queue_finish. */
-static void drain_one(const tsr_plugin_v1 *t, tsr_queue *queue) {
+static void drain_one(const tsr_plugin_v2 *t, tsr_queue *queue) {
   queue_lock(queue);
   void *event = NULL;
   if (t->event_record(queue->handle, &event) == TSR_OK) {
@@ -181,7 +182,7 @@ static bool drains(const tsr_queue *queue, const tsr_device *device, uint64_t us
 static void drain_queues_of(tsr_buffer *buffer) {
   tsr_device *device = buffer->device;
   tsr_context *context = device->context;
-  const tsr_plugin_v1 *t = table_of(device);
+  const tsr_plugin_v2 *t = table_of(device);
   uint64_t used = __atomic_load_n(&buffer->queues_used, __ATOMIC_ACQUIRE);
   if (!used || !t->event_record || !t->event_wait)
     return;
@@ -286,7 +287,7 @@ tsr_status tsr_buffer_map(tsr_buffer *buffer, void **host_pointer) {
   tsr_status st = check_live(call, "buffer", buffer);
   if (st != TSR_OK)
     return st;
-  const tsr_plugin_v1 *t = table_of(buffer->device);
+  const tsr_plugin_v2 *t = table_of(buffer->device);
   void *p = t->buffer_host_pointer ? t->buffer_host_pointer(buffer->device->handle, buffer->handle)
                                    : NULL;
   if (!p)
@@ -330,6 +331,7 @@ tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out) {
 
 static void queue_free(tsr_queue *queue) {
   table_of(queue->device)->queue_destroy(queue->handle);
+  tsr__op_cache_free(queue->op_cache);
   pthread_mutex_destroy(&queue->lock);
   free(queue);
 }
@@ -470,7 +472,7 @@ tsr_status tsr_buffer_copy(tsr_queue *queue, const tsr_buffer *src, size_t src_o
                      bytes, dst_offset, bytes);
   if (bytes == 0)
     return TSR_OK;
-  const tsr_plugin_v1 *t = table_of(queue->device);
+  const tsr_plugin_v2 *t = table_of(queue->device);
   if (!t->buffer_copy)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin has no device copy",
                      queue->device->info.backend);
@@ -489,7 +491,7 @@ tsr_status tsr_event_record(tsr_queue *queue, tsr_event **out) {
   tsr__clear_error();
   if (!queue || !out)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL", !queue ? "queue" : "out");
-  const tsr_plugin_v1 *t = table_of(queue->device);
+  const tsr_plugin_v2 *t = table_of(queue->device);
   if (!t->event_record || !t->event_wait || !t->event_destroy)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin has no events",
                      queue->device->info.backend);
@@ -532,7 +534,7 @@ tsr_status tsr_event_elapsed_ms(tsr_event *start, tsr_event *end, double *ms) {
   if (start->queue->device != end->queue->device)
     return tsr__fail(TSR_ERROR_WRONG_DEVICE, call, "start is on %s but end is on %s",
                      start->queue->device->info.selector, end->queue->device->info.selector);
-  const tsr_plugin_v1 *t = table_of(start->queue->device);
+  const tsr_plugin_v2 *t = table_of(start->queue->device);
   if (!t->event_elapsed_ms)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin cannot time events",
                      start->queue->device->info.backend);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Kernel-variant choice: explicit override, then the tuning database (user
- * file before packaged system files; tuning_db.c), then the plugin's
- * heuristic. The database is plain text, one row per line:
+/* Tuning-database keys (shape class, dtype, device key) and writing rows
+ * (choose.c reads them through tuning_db.c). The database is plain text, one
+ * row per line:
  *     device-key  op  dtype  shape-class  variant
  * '#' starts a comment; a shape-class of '*' matches every problem. */
 #include <ctype.h>
@@ -170,137 +170,6 @@ tsr_status tsr_tuning_user_path(char *buf, size_t capacity) {
   return TSR_OK;
 }
 
-static bool list_has(const tsr_plugin_variant_list *list, const char *name) {
-  for (uint32_t i = 0; i < list->count; i++)
-    if (!strcmp(list->variants[i].name, name))
-      return true;
-  return false;
-}
-
-static bool list_has_variant(void *list, const char *name) {
-  return list_has(list, name);
-}
-
-static void list_names(const tsr_plugin_variant_list *list, char *buf, size_t capacity) {
-  size_t used = 0;
-  buf[0] = '\0';
-  for (uint32_t i = 0; i < list->count && used < capacity; i++) {
-    int n = snprintf(buf + used, capacity - used, "%s%s", i ? ", " : "", list->variants[i].name);
-    if (n < 0)
-      break;
-    used += (size_t)n;
-  }
-}
-
-/* TESSERA_CONFIG=gemm:<variant>,attention:<variant> */
-static bool config_override(const char *op, char *variant, size_t capacity) {
-  const char *config = tsr__getenv("TESSERA_CONFIG");
-  if (!config)
-    return false;
-  size_t op_len = strlen(op);
-  const char *p = config;
-  while (*p) {
-    while (*p == ',' || *p == ' ')
-      p++;
-    const char *end = p;
-    while (*end && *end != ',')
-      end++;
-    if ((size_t)(end - p) > op_len + 1 && !strncmp(p, op, op_len) && p[op_len] == ':') {
-      size_t n = (size_t)(end - p) - op_len - 1;
-      if (n >= capacity)
-        n = capacity - 1;
-      memcpy(variant, p + op_len + 1, n);
-      variant[n] = '\0';
-      return true;
-    }
-    p = end;
-  }
-  return false;
-}
-
-static tsr_status variant_list(tsr_device *device, const tsr__op_args *args, const char *call,
-                               tsr_plugin_variant_list *list) {
-  /* The header only: the entries past `count` are never read, and clearing
-   * all 7 KB cost more than the rest of a small op's variant choice. */
-  list->struct_size = sizeof *list;
-  list->count = 0;
-  list->heuristic = 0;
-  list->reason[0] = '\0';
-  void *handle;
-  tsr_status st = tsr__device_handle(device, call, &handle);
-  if (st != TSR_OK)
-    return st;
-  st = device->plugin->table->op_variants(handle, args->op, tsr__op_args_pointer(args), list);
-  if (st != TSR_OK)
-    return tsr__fail_plugin(st, call, "the plugin could not list its variants");
-  if (list->count == 0 || list->count > TSR_PLUGIN_MAX_VARIANTS || list->heuristic < 0 ||
-      (uint32_t)list->heuristic >= list->count)
-    return tsr__fail(TSR_ERROR_BACKEND, call,
-                     "the %s plugin listed %u variants with heuristic index %d for %s",
-                     device->info.backend, list->count, list->heuristic, tsr_op_name(args->op));
-  return TSR_OK;
-}
-
-tsr_status tsr__choose_variant(tsr_device *device, const tsr__op_args *args, const char *call,
-                               tsr_choice *choice) {
-  size_t size = choice->struct_size;
-  memset(choice, 0, sizeof *choice);
-  choice->struct_size = size;
-  tsr_plugin_variant_list list;
-  tsr_status st = variant_list(device, args, call, &list);
-  if (st != TSR_OK)
-    return st;
-  const char *op = tsr_op_name(args->op);
-  const char *dtype = tsr__op_dtype_name(args);
-  tsr__shape_class(args, choice->shape_class, sizeof choice->shape_class);
-  tsr__strlcpy(choice->device_key, device->info.device_key, sizeof choice->device_key);
-
-  char wanted[128];
-  const char *origin = NULL;
-  if (args->variant) {
-    tsr__strlcpy(wanted, args->variant, sizeof wanted);
-    origin = "desc->variant";
-  } else if (config_override(op, wanted, sizeof wanted)) {
-    origin = "TESSERA_CONFIG";
-  }
-  if (origin) {
-    if (!list_has(&list, wanted)) {
-      char names[1024];
-      list_names(&list, names, sizeof names);
-      return tsr__fail(TSR_ERROR_NOT_FOUND, call,
-                       "%s = '%s' is not a %s variant of %s for this problem (variants: %s)",
-                       origin, wanted, op, device->info.selector, names);
-    }
-    tsr__strlcpy(choice->variant, wanted, sizeof choice->variant);
-    choice->rule = TSR_CHOICE_OVERRIDE;
-    tsr__strlcpy(choice->source, origin, sizeof choice->source);
-    return TSR_OK;
-  }
-  tsr__tuning_key key = {choice->device_key, op, dtype, choice->shape_class};
-  tsr__tuning_match match;
-  switch (tsr__tuning_find(&key, list_has_variant, &list, &match)) {
-  case TSR__TUNING_HIT:
-    tsr__strlcpy(choice->variant, match.variant, sizeof choice->variant);
-    choice->rule = TSR_CHOICE_TUNING_DB;
-    tsr__strlcpy(choice->source, match.source, sizeof choice->source);
-    return TSR_OK;
-  case TSR__TUNING_STALE:
-    /* once per row and loaded database: a warning per call would flood a
-     * program's output for as long as the row stays */
-    if (match.first_warning)
-      tsr__log(TSR_LOG_WARN, "%s: tuning row %s names variant '%s', which %s does not have here",
-               call, match.source, match.variant, device->info.selector);
-    break;
-  case TSR__TUNING_MISS:
-    break;
-  }
-  tsr__strlcpy(choice->variant, list.variants[list.heuristic].name, sizeof choice->variant);
-  choice->rule = TSR_CHOICE_HEURISTIC;
-  tsr__strlcpy(choice->source, list.reason[0] ? list.reason : "the plugin's default",
-               sizeof choice->source);
-  return TSR_OK;
-}
-
 /* A database tsr_tuning_record would rewrite; larger is not one. */
 static const size_t TUNING_RECORD_MAX_BYTES = (size_t)256 << 20;
 
@@ -340,11 +209,17 @@ tsr_status tsr_tuning_record(tsr_device *device, tsr_op op, const void *desc, co
   tsr_status st = tsr__validate_op(device, op, desc, call, &args);
   if (st != TSR_OK)
     return st;
+  void *handle;
+  st = tsr__device_handle(device, call, &handle);
   tsr_plugin_variant_list list;
-  st = variant_list(device, &args, call, &list);
+  if (st == TSR_OK)
+    st = tsr__list_variants(device, handle, &args, call, &list);
   if (st != TSR_OK)
     return st;
-  if (!list_has(&list, variant))
+  bool listed = false;
+  for (uint32_t i = 0; i < list.count && !listed; i++)
+    listed = !strcmp(list.variants[i].name, variant);
+  if (!listed)
     return tsr__fail(TSR_ERROR_NOT_FOUND, call, "variant '%s' is not a %s variant of %s", variant,
                      tsr_op_name(op), device->info.selector);
   char user_path[PATH_MAX];

@@ -731,9 +731,25 @@ bool tsr__tuning_lookup(const char *device_key, const char *op, const char *dtyp
   return true;
 }
 
+/* The generation last found current and when: the op path's answer while
+ * the recheck interval has not passed, without a lock. */
+static atomic_uint_fast64_t published_generation;
+static atomic_llong published_ns;
+
 uint64_t tsr__tuning_generation(void) {
+  pthread_once(&recheck_once, read_recheck_interval);
+  if (recheck_ns > 0) {
+    uint64_t generation = atomic_load_explicit(&published_generation, memory_order_acquire);
+    long long checked = atomic_load_explicit(&published_ns, memory_order_relaxed);
+    if (generation && monotonic_coarse_ns() - checked < recheck_ns)
+      return generation;
+  }
   tuning_db *db = db_up_to_date();
   uint64_t generation = db ? db->generation : 0;
+  if (db) {
+    atomic_store_explicit(&published_ns, atomic_load(&db->checked_ns), memory_order_relaxed);
+    atomic_store_explicit(&published_generation, generation, memory_order_release);
+  }
   db_release(db);
   return generation;
 }
@@ -743,6 +759,7 @@ uint64_t tsr__tuning_parse_count(void) {
 }
 
 void tsr__tuning_invalidate(void) {
+  atomic_store(&published_generation, 0);
   pthread_mutex_lock(&current_lock);
   tuning_db *old = current;
   current = NULL;

@@ -58,21 +58,26 @@ typedef struct cpu_exec {
  * register block is the inner kernel. The gemv method is for few rows (M up
  * to ~16, decode): it streams B once, unpacked, over all threads. `isa` is
  * the kernel family (cpu_isa: generic, avx2 or avx512); bf16 inputs use
- * vdpbf16ps when the active level has AVX512_BF16. */
-enum { CPU_GEMM_PACKED = 0, CPU_GEMM_GEMV = 1 };
+ * vdpbf16ps when the active level has AVX512_BF16. The auto method (grouped
+ * GEMM only) never reaches a kernel: op_run turns it into the family's gemv
+ * or first packed row from the group sizes (cpu_op_run_config). */
+enum { CPU_GEMM_PACKED = 0, CPU_GEMM_GEMV = 1, CPU_GEMM_AUTO = 2 };
 typedef struct cpu_gemm_config {
-  char name[64];
+  const char *name; /* name_text: a named row, as every variant table's */
   int isa;
   int method;
   int mr, nr;     /* register block (packed) */
   int mc, kc, nc; /* cache blocks in rows / depth / columns (packed) */
-  /* formatted once: listing the variants runs on every op call */
+  /* formatted once, when the rows are built at the first use */
+  char name_text[64];
   char description[160];
 } cpu_gemm_config;
 
-/* Attention: tiles of queries and keys, online softmax. */
+/* Attention: tiles of queries and keys, online softmax. Every config row
+ * starts with its name and description (configs.c lists them as they are). */
 typedef struct cpu_attention_config {
   const char *name;
+  const char *description;
   int block_q;
   int block_kv;
 } cpu_attention_config;

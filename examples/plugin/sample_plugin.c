@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * sample: a complete tessera plugin written only against tessera/plugin.h.
+ * sample: a complete tessera plugin written only against tessera/plugin.h and
+ * the header-only tessera/plugin_helper.h, speaking plugin ABI 2.
  *
  * It offers one host-memory device, "tessera sample device", whose queues run
  * work synchronously, and computes two elementwise ops in f32: swiglu and gelu
  * (erf and tanh forms). Everything else is answered TSR_ERROR_UNSUPPORTED with
  * a reason. It does not link libtessera: the core hands it a table of host
- * services at init, and that is all it uses of the core.
+ * services at init, and that is all it uses of the core. Its one config per
+ * op is a named row; op_select hands the core a pointer to it, and op_run
+ * gets that pointer back on every call.
  */
 /* clock_gettime and sysconf are POSIX; ask for them when the build did not. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
@@ -24,17 +27,25 @@
 #include <unistd.h>
 
 #include <tessera/plugin.h>
+#include <tessera/plugin_helper.h>
 
-/* Only the two ABI symbols leave the library. */
-#define SAMPLE_EXPORT __attribute__((visibility("default")))
-
-#define SAMPLE_VARIANT_NAME "elementwise-f32"
 #define SAMPLE_BUFFER_ALIGNMENT 64u
 
 typedef struct sample_plugin {
-  /* A copy: the core's table need not outlive init. */
-  tsr_host_services host;
+  tsr_plugin_host host;
 } sample_plugin;
+
+/* The configs, as data: one named row (the name first, as the helper's row
+ * lookup wants). */
+typedef struct sample_config {
+  const char *name;
+  const char *description;
+} sample_config;
+
+static const sample_config sample_configs[] = {
+    {"elementwise-f32", "one scalar f32 pass over the elements in row-major order, synchronous"},
+};
+enum { SAMPLE_CONFIG_COUNT = sizeof sample_configs / sizeof sample_configs[0] };
 
 typedef struct sample_device {
   sample_plugin *plugin;
@@ -55,16 +66,6 @@ typedef struct sample_event {
   struct timespec reached;
 } sample_event;
 
-/* Names for messages: the plugin cannot call tsr_op_name (no libtessera). */
-static const char *sample_op_name(tsr_op op) {
-  static const char *const names[TSR_OP_COUNT_] = {
-      "gemm",    "grouped_gemm", "attention", "rmsnorm", "layernorm",
-      "softmax", "rope",         "swiglu",    "gelu",    "cross_entropy"};
-  if ((int)op < 0 || op >= TSR_OP_COUNT_)
-    return "unknown op";
-  return names[op];
-}
-
 static const char *sample_dtype_name(int32_t dtype) {
   switch (dtype) {
   case TSR_DTYPE_F32:
@@ -80,39 +81,21 @@ static const char *sample_dtype_name(int32_t dtype) {
   }
 }
 
-/* Gives the core the detail of the error about to be returned. */
-static void sample_set_error(const sample_plugin *plugin, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void sample_set_error(const sample_plugin *plugin, const char *fmt, ...) {
-  if (plugin->host.set_error == NULL)
-    return;
-  char message[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(message, sizeof message, fmt, ap);
-  va_end(ap);
-  plugin->host.set_error(plugin->host.host_handle, "%s", message);
-}
-
 /* ---- plugin lifetime and the device ---- */
 
-static tsr_status sample_init(const tsr_host_services *host, void **plugin_out, char *reason,
+static tsr_status sample_init(const tsr_host_services_v2 *host, void **plugin_out, char *reason,
                               size_t reason_capacity) {
-  size_t needed = offsetof(tsr_host_services, host_handle) + sizeof host->host_handle;
-  if (host == NULL || host->struct_size < needed) {
-    snprintf(reason, reason_capacity, "host services table too small (%u bytes, need %zu)",
-             host ? host->struct_size : 0u, needed);
-    return TSR_ERROR_STRUCT_SIZE;
-  }
   sample_plugin *plugin = calloc(1, sizeof *plugin);
   if (plugin == NULL) {
-    snprintf(reason, reason_capacity, "out of memory allocating the plugin state");
+    snprintf(reason, reason_capacity, "sample: out of memory allocating the plugin state");
     return TSR_ERROR_OUT_OF_MEMORY;
   }
-  memcpy(&plugin->host, host, sizeof plugin->host);
-  if (plugin->host.log != NULL)
-    plugin->host.log(plugin->host.host_handle, TSR_LOG_DEBUG,
-                     "one host-memory device, synchronous queues");
+  tsr_status status = tsr_plugin_host_init(&plugin->host, "sample", host, reason, reason_capacity);
+  if (status != TSR_OK) {
+    free(plugin);
+    return status;
+  }
+  tsr_plugin_log(&plugin->host, TSR_LOG_DEBUG, "one host-memory device, synchronous queues");
   *plugin_out = plugin;
   return TSR_OK;
 }
@@ -137,14 +120,13 @@ static uint64_t sample_host_memory_bytes(void) {
 static tsr_status sample_device_info(void *plugin_state, uint32_t index, tsr_device_info *info) {
   sample_plugin *plugin = plugin_state;
   if (index != 0) {
-    sample_set_error(plugin, "sample: device %u does not exist (there is one)", index);
-    return TSR_ERROR_NOT_FOUND;
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_NOT_FOUND,
+                           "device %u does not exist (there is one)", index);
   }
   /* Every field written here belongs to the first version of the struct. */
   if (info->struct_size < offsetof(tsr_device_info, device_key)) {
-    sample_set_error(plugin, "sample: tsr_device_info.struct_size = %zu is too small",
-                     info->struct_size);
-    return TSR_ERROR_STRUCT_SIZE;
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_STRUCT_SIZE,
+                           "tsr_device_info.struct_size = %zu is too small", info->struct_size);
   }
   info->type = TSR_DEVICE_CPU;
   snprintf(info->vendor, sizeof info->vendor, "tessera examples");
@@ -163,8 +145,8 @@ static tsr_status sample_device_info(void *plugin_state, uint32_t index, tsr_dev
 static tsr_status sample_device_open(void *plugin_state, uint32_t index, void **device_out) {
   sample_plugin *plugin = plugin_state;
   if (index != 0) {
-    sample_set_error(plugin, "sample: device %u does not exist (there is one)", index);
-    return TSR_ERROR_NOT_FOUND;
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_NOT_FOUND,
+                           "device %u does not exist (there is one)", index);
   }
   sample_device *device = calloc(1, sizeof *device);
   if (device == NULL)
@@ -184,9 +166,8 @@ static tsr_status sample_buffer_alloc(void *device_state, uint64_t bytes, void *
   sample_device *device = device_state;
   /* aligned_alloc wants a multiple of the alignment; guard the round-up. */
   if (bytes == 0 || bytes > SIZE_MAX - SAMPLE_BUFFER_ALIGNMENT) {
-    sample_set_error(device->plugin, "sample: cannot allocate %llu bytes",
-                     (unsigned long long)bytes);
-    return TSR_ERROR_BAD_SIZE;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_BAD_SIZE, "cannot allocate %llu bytes",
+                           (unsigned long long)bytes);
   }
   size_t rounded = (size_t)((bytes + SAMPLE_BUFFER_ALIGNMENT - 1) / SAMPLE_BUFFER_ALIGNMENT *
                             SAMPLE_BUFFER_ALIGNMENT);
@@ -196,9 +177,8 @@ static tsr_status sample_buffer_alloc(void *device_state, uint64_t bytes, void *
   buffer->data = aligned_alloc(SAMPLE_BUFFER_ALIGNMENT, rounded);
   if (buffer->data == NULL) {
     free(buffer);
-    sample_set_error(device->plugin, "sample: out of host memory allocating %llu bytes",
-                     (unsigned long long)bytes);
-    return TSR_ERROR_OUT_OF_MEMORY;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory allocating %llu bytes", (unsigned long long)bytes);
   }
   buffer->bytes = bytes;
   *buffer_out = buffer;
@@ -252,9 +232,9 @@ static tsr_status sample_buffer_write(void *queue_state, void *buffer_state, uin
   sample_queue *queue = queue_state;
   sample_buffer *buffer = buffer_state;
   if (!sample_range_fits(buffer, offset, bytes)) {
-    sample_set_error(queue->device->plugin, "sample: write of %llu bytes at %llu leaves the buffer",
-                     (unsigned long long)bytes, (unsigned long long)offset);
-    return TSR_ERROR_OUT_OF_BOUNDS;
+    return tsr_plugin_fail(&queue->device->plugin->host, TSR_ERROR_OUT_OF_BOUNDS,
+                           "write of %llu bytes at %llu leaves the buffer",
+                           (unsigned long long)bytes, (unsigned long long)offset);
   }
   memcpy(buffer->data + offset, src, (size_t)bytes);
   return TSR_OK;
@@ -265,9 +245,9 @@ static tsr_status sample_buffer_read(void *queue_state, void *buffer_state, uint
   sample_queue *queue = queue_state;
   sample_buffer *buffer = buffer_state;
   if (!sample_range_fits(buffer, offset, bytes)) {
-    sample_set_error(queue->device->plugin, "sample: read of %llu bytes at %llu leaves the buffer",
-                     (unsigned long long)bytes, (unsigned long long)offset);
-    return TSR_ERROR_OUT_OF_BOUNDS;
+    return tsr_plugin_fail(&queue->device->plugin->host, TSR_ERROR_OUT_OF_BOUNDS,
+                           "read of %llu bytes at %llu leaves the buffer",
+                           (unsigned long long)bytes, (unsigned long long)offset);
   }
   memcpy(dst, buffer->data + offset, (size_t)bytes);
   return TSR_OK;
@@ -279,9 +259,8 @@ static tsr_status sample_buffer_copy(void *queue_state, void *src_state, uint64_
   sample_buffer *src = src_state;
   sample_buffer *dst = dst_state;
   if (!sample_range_fits(src, src_offset, bytes) || !sample_range_fits(dst, dst_offset, bytes)) {
-    sample_set_error(queue->device->plugin, "sample: copy of %llu bytes leaves a buffer",
-                     (unsigned long long)bytes);
-    return TSR_ERROR_OUT_OF_BOUNDS;
+    return tsr_plugin_fail(&queue->device->plugin->host, TSR_ERROR_OUT_OF_BOUNDS,
+                           "copy of %llu bytes leaves a buffer", (unsigned long long)bytes);
   }
   memmove(dst->data + dst_offset, src->data + src_offset, (size_t)bytes);
   return TSR_OK;
@@ -320,9 +299,8 @@ static tsr_status sample_require_f32(const sample_plugin *plugin, tsr_op op, con
                                      const tsr_plugin_tensor *t) {
   if (t->dtype == TSR_DTYPE_F32)
     return TSR_OK;
-  sample_set_error(plugin, "sample: %s runs in f32 only, but %s is %s", sample_op_name(op), tensor,
-                   sample_dtype_name(t->dtype));
-  return TSR_ERROR_UNSUPPORTED;
+  return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED, "%s runs in f32 only, but %s is %s",
+                         tsr_plugin_op_name(op), tensor, sample_dtype_name(t->dtype));
 }
 
 static tsr_status sample_op_supported(void *device_state, tsr_op op, const void *args) {
@@ -342,28 +320,49 @@ static tsr_status sample_op_supported(void *device_state, tsr_op op, const void 
         (status = sample_require_f32(plugin, op, "y", &gelu->y)) != TSR_OK)
       return status;
     if (gelu->approximate != TSR_GELU_ERF && gelu->approximate != TSR_GELU_TANH) {
-      sample_set_error(plugin, "sample: gelu approximation %d is unknown", (int)gelu->approximate);
-      return TSR_ERROR_UNSUPPORTED;
+      return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED,
+                             "gelu approximation %d is unknown", (int)gelu->approximate);
     }
     return TSR_OK;
   }
-  sample_set_error(plugin, "sample: the sample device runs only swiglu and gelu, not %s",
-                   sample_op_name(op));
-  return TSR_ERROR_UNSUPPORTED;
+  return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED,
+                         "the sample device runs only swiglu and gelu, not %s",
+                         tsr_plugin_op_name(op));
+}
+
+static tsr_status sample_list_variants(void *device, tsr_op op, const void *args,
+                                       tsr_plugin_variant_list *out) {
+  tsr_status status = sample_op_supported(device, op, args);
+  if (status != TSR_OK)
+    return status;
+  for (int i = 0; i < SAMPLE_CONFIG_COUNT; i++)
+    tsr_plugin_variants_add(out, sample_configs[i].name, "%s", sample_configs[i].description);
+  out->heuristic = 0;
+  snprintf(out->reason, sizeof out->reason, "the sample plugin has one variant per op");
+  return TSR_OK;
 }
 
 static tsr_status sample_op_variants(void *device, tsr_op op, const void *args,
                                      tsr_plugin_variant_list *out) {
+  return tsr_plugin_variants_serve(&((sample_device *)device)->plugin->host, device, op, args, out,
+                                   sample_list_variants);
+}
+
+/* Chooses once per problem signature (the core caches the answer). */
+static tsr_status sample_op_select(void *device_state, tsr_op op, const void *args,
+                                   const char *variant, tsr_plugin_selection *out) {
+  sample_device *device = device_state;
   tsr_status status = sample_op_supported(device, op, args);
   if (status != TSR_OK)
     return status;
-  out->count = 1;
-  out->heuristic = 0;
-  snprintf(out->reason, sizeof out->reason, "the sample plugin has one variant per op");
-  snprintf(out->variants[0].name, sizeof out->variants[0].name, SAMPLE_VARIANT_NAME);
-  snprintf(out->variants[0].description, sizeof out->variants[0].description,
-           "one scalar f32 pass over the elements in row-major order, synchronous");
-  return TSR_OK;
+  const void *row = variant ? tsr_plugin_row_find(sample_configs, SAMPLE_CONFIG_COUNT,
+                                                  sizeof sample_configs[0], variant)
+                            : &sample_configs[0];
+  if (!row)
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_NOT_FOUND,
+                           "no %s variant \"%s\" (the only one is \"%s\")", tsr_plugin_op_name(op),
+                           variant, sample_configs[0].name);
+  return tsr_plugin_select_row(out, row);
 }
 
 static float *sample_element(const tsr_plugin_tensor *t, const int64_t *index) {
@@ -405,17 +404,15 @@ static void sample_elementwise(tsr_op op, const tsr_plugin_tensor *first,
   }
 }
 
+/* The steady-state path: the config is the row op_select chose. */
 static tsr_status sample_op_run(void *queue_state, tsr_op op, const void *args,
-                                const char *variant) {
+                                const void *config) {
   sample_queue *queue = queue_state;
-  tsr_status status = sample_op_supported(queue->device, op, args);
-  if (status != TSR_OK)
-    return status;
-  if (variant != NULL && strcmp(variant, SAMPLE_VARIANT_NAME) != 0) {
-    sample_set_error(queue->device->plugin, "sample: no variant \"%s\" (the only one is \"%s\")",
-                     variant, SAMPLE_VARIANT_NAME);
-    return TSR_ERROR_NOT_FOUND;
-  }
+  if (op != TSR_OP_SWIGLU && op != TSR_OP_GELU)
+    return tsr_plugin_fail(&queue->device->plugin->host, TSR_ERROR_UNSUPPORTED,
+                           "the sample device runs only swiglu and gelu, not %s",
+                           tsr_plugin_op_name(op));
+  (void)config; /* one config: nothing in it changes how the op runs */
   if (op == TSR_OP_SWIGLU) {
     const tsr_swiglu_args *swiglu = args;
     sample_elementwise(op, &swiglu->gate, &swiglu->up, &swiglu->y, 0);
@@ -428,9 +425,9 @@ static tsr_status sample_op_run(void *queue_state, tsr_op op, const void *args,
 
 /* ---- the ABI ---- */
 
-static const tsr_plugin_v1 sample_table = {
-    .struct_size = sizeof(tsr_plugin_v1),
-    .abi_version = 1,
+static const tsr_plugin_v2 sample_table = {
+    .struct_size = sizeof(tsr_plugin_v2),
+    .abi_version = 2,
     .name = "sample",
     .version = "1.0",
     .init = sample_init,
@@ -454,14 +451,10 @@ static const tsr_plugin_v1 sample_table = {
     .event_destroy = sample_event_destroy,
     .op_supported = sample_op_supported,
     .op_variants = sample_op_variants,
+    .op_select = sample_op_select,
     .op_run = sample_op_run,
     .buffer_wrap = NULL, /* wraps no external memory */
 };
 
-SAMPLE_EXPORT uint32_t tsr_plugin_negotiate(uint32_t core_max_abi) {
-  return core_max_abi >= 1 ? 1 : 0;
-}
-
-SAMPLE_EXPORT const void *tsr_plugin_entry(uint32_t abi) {
-  return abi == 1 ? &sample_table : NULL;
-}
+/* tsr_plugin_negotiate and tsr_plugin_entry, for ABI 2 */
+TSR_PLUGIN_EXPORT_V2(sample_table)

@@ -12,8 +12,14 @@
  *       it speaks none of them.
  *
  *   const void *tsr_plugin_entry(uint32_t abi);
- *       The function table for that version (for abi 1: tsr_plugin_v1), which
- *       stays valid while the library is loaded.
+ *       The function table for that version (abi 2: tsr_plugin_v2, abi 1:
+ *       tsr_plugin_v1), which stays valid while the library is loaded.
+ *
+ * ABI 2 is the op path of choose-once: the core asks op_select for a config
+ * of a problem once, caches it per problem signature (below), and a repeated
+ * call is validation, a cache hit and op_run(config). ABI 1 plugins keep
+ * loading; their op_run takes the variant's name instead of a config.
+ * tessera/plugin_helper.h holds what every plugin would otherwise repeat.
  *
  * Rules that keep the ABI stable:
  * - Every table and argument struct starts with its size; fields are only
@@ -41,7 +47,8 @@
 extern "C" {
 #endif
 
-#define TSR_PLUGIN_ABI_VERSION 1
+/* The highest ABI version this header describes (and the core speaks). */
+#define TSR_PLUGIN_ABI_VERSION 2
 #define TSR_PLUGIN_NEGOTIATE_SYMBOL "tsr_plugin_negotiate"
 #define TSR_PLUGIN_ENTRY_SYMBOL "tsr_plugin_entry"
 
@@ -71,6 +78,21 @@ typedef struct tsr_host_services {
                        const char *shape_class, char *variant, size_t capacity);
   void *host_handle; /* first argument of log, set_error, tuning_lookup */
 } tsr_host_services;
+
+/* ABI 2: what a plugin uses of the core. Environment reads belong in init and
+ * device_open, never on the op path (docs/PLUGINS.md). */
+typedef struct tsr_host_services_v2 {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  /* Logs a message at a tsr_log_level; the core prefixes the plugin name. */
+  void (*log)(void *host_handle, int level, const char *fmt, ...)
+      __attribute__((format(printf, 3, 4)));
+  /* Sets the detail of the error the current call is about to return. */
+  void (*set_error)(void *host_handle, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+  /* Environment lookup (NULL in setuid programs for the core's own paths). */
+  const char *(*get_env)(const char *name);
+  void *host_handle; /* first argument of log and set_error */
+} tsr_host_services_v2;
 
 /* ------------------------------------------------------------------------ */
 /* Tensors and op arguments as plugins receive them                          */
@@ -256,6 +278,80 @@ typedef struct tsr_plugin_v1 {
   tsr_status (*buffer_wrap)(void *device, int32_t kind, void *handle, uint64_t bytes,
                             void **buffer);
 } tsr_plugin_v1;
+
+/* ------------------------------------------------------------------------ */
+/* The function table, ABI version 2                                         */
+/* ------------------------------------------------------------------------ */
+
+/* What op_select answers: an opaque config the core hands back to op_run,
+ * and the variant's name (for explain, tuning rows and errors). Both stay
+ * valid until device_close of the device that made them. */
+typedef struct tsr_plugin_selection {
+  uint32_t struct_size;
+  const void *config;
+  const char *name;
+} tsr_plugin_selection;
+
+/* The problem signature under which the core caches op_select's answer:
+ * everything in the args struct except the buffer handles (only whether a
+ * tensor is present), byte offsets (only the alignment, up to 256 bytes, of
+ * the address they make), rope's position_offset and grouped gemm's
+ * group_sizes (only their count). Two problems with one signature share a
+ * config, so op_supported, op_variants and op_select must answer the same for
+ * both, and op_run(config) must run either. */
+
+typedef struct tsr_plugin_v2 {
+  uint32_t struct_size;
+  uint32_t abi_version; /* 2 */
+  const char *name;     /* backend name: "cpu", "cuda", ... */
+  const char *version;  /* the plugin's own version string */
+
+  /* As in ABI 1, with the ABI 2 host services. */
+  tsr_status (*init)(const tsr_host_services_v2 *host, void **plugin, char *reason,
+                     size_t reason_capacity);
+  void (*shutdown)(void *plugin);
+
+  uint32_t (*device_count)(void *plugin);
+  tsr_status (*device_info)(void *plugin, uint32_t index, tsr_device_info *info);
+  tsr_status (*device_open)(void *plugin, uint32_t index, void **device);
+  void (*device_close)(void *device);
+
+  tsr_status (*buffer_alloc)(void *device, uint64_t bytes, void **buffer);
+  void (*buffer_free)(void *device, void *buffer);
+  void *(*buffer_host_pointer)(void *device, void *buffer);
+
+  tsr_status (*queue_create)(void *device, void **queue);
+  void (*queue_destroy)(void *queue);
+  tsr_status (*queue_finish)(void *queue);
+  tsr_status (*buffer_write)(void *queue, void *buffer, uint64_t offset, const void *src,
+                             uint64_t bytes);
+  tsr_status (*buffer_read)(void *queue, void *buffer, uint64_t offset, void *dst, uint64_t bytes);
+  tsr_status (*buffer_copy)(void *queue, void *src, uint64_t src_offset, void *dst,
+                            uint64_t dst_offset, uint64_t bytes);
+
+  tsr_status (*event_record)(void *queue, void **event);
+  tsr_status (*event_wait)(void *event);
+  tsr_status (*event_elapsed_ms)(void *start, void *end, double *ms);
+  void (*event_destroy)(void *event);
+
+  tsr_status (*buffer_wrap)(void *device, int32_t kind, void *handle, uint64_t bytes,
+                            void **buffer);
+
+  /* As in ABI 1; the core calls them once per problem signature (and for
+   * tune and explain), not per op call. */
+  tsr_status (*op_supported)(void *device, tsr_op op, const void *args);
+  tsr_status (*op_variants)(void *device, tsr_op op, const void *args,
+                            tsr_plugin_variant_list *out);
+  /* The config of variant `variant` (one of op_variants' names; NULL: the
+   * heuristic's pick) for this problem. TSR_ERROR_NOT_FOUND when that variant
+   * cannot run it. May prepare per-device state (load a kernel). */
+  tsr_status (*op_select)(void *device, tsr_op op, const void *args, const char *variant,
+                          tsr_plugin_selection *out);
+  /* Queues the op with a config op_select gave for a problem of the same
+   * signature. The steady-state path: no environment reads, no string
+   * formatting, no variant lists. */
+  tsr_status (*op_run)(void *queue, tsr_op op, const void *args, const void *config);
+} tsr_plugin_v2;
 
 /* ------------------------------------------------------------------------ */
 /* Helpers for plugin authors (header-only: plugins do not link libtessera)   */

@@ -80,7 +80,7 @@ endfunction()
 
 if(CASE STREQUAL "devices_verbose")
   run(EXIT zero ARGS devices --verbose
-      EXPECT "cpu:0" "cpu: loaded, ABI 1, [1-9][0-9]* device" "manifest: .*cpu\\.conf")
+      EXPECT "cpu:0" "cpu: loaded, ABI 2, [1-9][0-9]* device" "manifest: .*cpu\\.conf")
 
 elseif(CASE STREQUAL "info")
   run(EXIT zero ARGS info cpu:0

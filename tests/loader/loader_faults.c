@@ -379,9 +379,11 @@ static bool close_enough(float got, float want) {
   return fabsf(got - want) <= 1e-5f + 1e-5f * fabsf(want);
 }
 
-static void case_sample_ops(void) {
+/* The sample plugin's ops through the core, built against ABI 2 (today's
+ * sample) or ABI 1 (its frozen copy). */
+static void run_sample_ops(const char *library) {
   make_plugins_dir("plugins.d");
-  write_manifest("plugins.d", "sample", LOADER_TEST_LIB_SAMPLE, LOADER_TEST_ARCH);
+  write_manifest("plugins.d", "sample", library, LOADER_TEST_ARCH);
   search_dirs("plugins.d", NULL);
   tsr_context *context = open_context(NULL);
   expect_report(context, "sample", TSR_PLUGIN_LOADED, NULL);
@@ -479,6 +481,19 @@ static void case_sample_ops(void) {
         tsr_last_error());
   CHECK(variants.count == 1 && strcmp(variants.names[0], "elementwise-f32") == 0,
         "variants: %u, first \"%s\"", variants.count, variants.names[0]);
+  tsr_choice choice = {.struct_size = sizeof choice};
+  CHECK(tsr_op_explain(device, TSR_OP_GELU, &gelu, &choice) == TSR_OK &&
+            strcmp(choice.variant, "elementwise-f32") == 0 && choice.rule == TSR_CHOICE_HEURISTIC,
+        "explain: %s, '%s' rule %d", tsr_last_error(), choice.variant, (int)choice.rule);
+  /* A variant named in the call: the one it has runs, another is refused. */
+  gelu.variant = "elementwise-f32";
+  CHECK(tsr_gelu(queue, &gelu) == TSR_OK, "gelu, variant named: %s", tsr_last_error());
+  gelu.variant = "no-such-variant";
+  status = tsr_gelu(queue, &gelu);
+  CHECK(status == TSR_ERROR_NOT_FOUND && strstr(tsr_last_error(), "elementwise-f32") != NULL,
+        "gelu, unknown variant: %s: %s", tsr_status_name(status), tsr_last_error());
+  gelu.variant = NULL;
+  CHECK(tsr_queue_finish(queue) == TSR_OK, "finish: %s", tsr_last_error());
 
   /* Anything else is refused with a reason, and nothing is run. */
   const int64_t square[2] = {rows, rows};
@@ -506,6 +521,14 @@ static void case_sample_ops(void) {
   tsr_buffer_destroy(y_buffer);
   expect_cpu_device(context);
   tsr_context_destroy(context);
+}
+
+static void case_sample_ops(void) {
+  run_sample_ops(LOADER_TEST_LIB_SAMPLE);
+}
+
+static void case_sample_v1_ops(void) {
+  run_sample_ops(LOADER_TEST_LIB_SAMPLE_V1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -538,6 +561,7 @@ static const loader_case cases[] = {
     {"add_plugin_path", case_add_plugin_path},
     {"debug_log", case_debug_log},
     {"sample_ops", case_sample_ops},
+    {"sample_v1_ops", case_sample_v1_ops},
 };
 
 /* A case of this file's table, loader_hardening.c's or loader_rules.c's; NULL

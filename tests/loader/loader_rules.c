@@ -3,7 +3,7 @@
  * Cases for the plugin requirements of docs/PLUGINS.md (run by loader_faults,
  * one ctest each). What each asserts:
  *
- *   abi_above_offer        R2: negotiate answers 2 to an offer of 1: SKIPPED
+ *   abi_above_offer        R2: negotiate answers 3 to an offer of 2: SKIPPED
  *                          "answered ABI 2, above the offered 1"
  *   entry_null             R3: entry returns NULL for the negotiated version:
  *                          SKIPPED "tsr_plugin_entry(1) returned no table"
@@ -72,7 +72,7 @@ static void run_broken_table(const char *name, const char *library, const char *
 
 static void case_abi_above_offer(void) {
   run_broken_table("aboveoffer", LOADER_TEST_LIB_BREAK_ABOVE_OFFER,
-                   "answered ABI 2, above the offered 1", NULL);
+                   "answered ABI 3, above the offered 2", NULL);
 }
 
 static void case_entry_null(void) {
@@ -216,14 +216,6 @@ static void stub_set_error(void *handle, const char *fmt, ...) {
   printf("plugin set_error: %s\n", stub.last_error);
 }
 
-static void *stub_alloc(size_t bytes) {
-  return malloc(bytes);
-}
-
-static void stub_free(void *pointer) {
-  free(pointer);
-}
-
 static const char *stub_get_env(const char *name) {
   stub.get_env_calls++;
   if (stub.watch_env) {
@@ -234,28 +226,12 @@ static const char *stub_get_env(const char *name) {
   return getenv(name);
 }
 
-static int stub_tuning_lookup(void *handle, const char *device_key, const char *op,
-                              const char *dtype, const char *shape_class, char *variant,
-                              size_t capacity) {
-  (void)device_key;
-  (void)op;
-  (void)dtype;
-  (void)shape_class;
-  (void)variant;
-  (void)capacity;
-  stub.foreign_handles += handle != &stub;
-  return 0; /* no tuning row */
-}
-
-static const tsr_host_services stub_host = {
-    .struct_size = sizeof(tsr_host_services),
+static const tsr_host_services_v2 stub_host = {
+    .struct_size = sizeof(tsr_host_services_v2),
     .abi_version = TSR_PLUGIN_ABI_VERSION,
     .log = stub_log,
     .set_error = stub_set_error,
-    .alloc = stub_alloc,
-    .free = stub_free,
     .get_env = stub_get_env,
-    .tuning_lookup = stub_tuning_lookup,
     .host_handle = &stub,
 };
 
@@ -264,7 +240,7 @@ typedef struct direct_plugin {
   const char *path;
   tsr_op op; /* the op it runs: softmax (cpu) or gelu (sample) */
   void *library;
-  const tsr_plugin_v1 *table;
+  const tsr_plugin_v2 *table;
   void *state;
   void *device;
 } direct_plugin;
@@ -291,10 +267,10 @@ static bool direct_open(direct_plugin *p) {
   uint32_t abi = negotiate(TSR_PLUGIN_ABI_VERSION);
   CHECK(abi == TSR_PLUGIN_ABI_VERSION, "%s: negotiated ABI %u", p->label, abi);
   p->table = abi == TSR_PLUGIN_ABI_VERSION ? entry(abi) : NULL;
-  CHECK(p->table != NULL && p->table->struct_size >= sizeof(tsr_plugin_v1) &&
+  CHECK(p->table != NULL && p->table->struct_size >= sizeof(tsr_plugin_v2) &&
             p->table->abi_version == abi,
-        "%s: no well-formed v1 table", p->label);
-  if (p->table == NULL || p->table->struct_size < sizeof(tsr_plugin_v1))
+        "%s: no well-formed v2 table", p->label);
+  if (p->table == NULL || p->table->struct_size < sizeof(tsr_plugin_v2))
     return false;
   char reason[400] = "";
   tsr_status status = p->table->init(&stub_host, &p->state, reason, sizeof reason);
@@ -361,6 +337,11 @@ static void case_plugin_unknown_op(void) {
       list.struct_size = sizeof list;
       EXPECT_FAILS_WITH_ERROR(p, status, p->table->op_variants(p->device, op, &dummy, &list));
       CHECK(status == TSR_ERROR_UNSUPPORTED, "%s: op_variants(op %d): %s", p->label, (int)op,
+            tsr_status_name(status));
+      tsr_plugin_selection selection = {sizeof selection, NULL, NULL};
+      EXPECT_FAILS_WITH_ERROR(p, status,
+                              p->table->op_select(p->device, op, &dummy, NULL, &selection));
+      CHECK(status == TSR_ERROR_UNSUPPORTED, "%s: op_select(op %d): %s", p->label, (int)op,
             tsr_status_name(status));
       if (queue == NULL)
         continue;
@@ -429,7 +410,7 @@ static tsr_plugin_tensor direct_tensor(void *buffer) {
 /* One op through the table, from buffer_alloc to queue_destroy; checks the
  * result. */
 static void direct_run_op(direct_plugin *p) {
-  const tsr_plugin_v1 *t = p->table;
+  const tsr_plugin_v2 *t = p->table;
   float x[COUNT], y[COUNT];
   for (int i = 0; i < COUNT; i++) {
     x[i] = (float)(i % COLS) * 0.25f - (float)(i / COLS);
@@ -470,9 +451,22 @@ static void direct_run_op(direct_plugin *p) {
         list.count, list.heuristic);
   if (status == TSR_OK && list.count >= 1 && list.heuristic >= 0 &&
       (uint32_t)list.heuristic < list.count) {
-    status = t->op_run(queue, p->op, args, list.variants[list.heuristic].name);
-    CHECK(status == TSR_OK, "%s: op_run(%s): %s", p->label, list.variants[list.heuristic].name,
-          tsr_status_name(status));
+    /* R26: op_select with no name picks the variant op_variants calls the
+     * heuristic's; a name it does not have is TSR_ERROR_NOT_FOUND. */
+    const char *heuristic = list.variants[list.heuristic].name;
+    tsr_plugin_selection selection = {sizeof selection, NULL, NULL};
+    status = t->op_select(p->device, p->op, args, NULL, &selection);
+    CHECK(status == TSR_OK && selection.name && !strcmp(selection.name, heuristic),
+          "%s: op_select(NULL): %s, '%s' but the heuristic is '%s'", p->label,
+          tsr_status_name(status), selection.name ? selection.name : "(null)", heuristic);
+    tsr_plugin_selection missing = {sizeof missing, NULL, NULL};
+    tsr_status not_found = TSR_OK;
+    EXPECT_FAILS_WITH_ERROR(p, not_found,
+                            t->op_select(p->device, p->op, args, "no-such-variant", &missing));
+    CHECK(not_found == TSR_ERROR_NOT_FOUND, "%s: op_select('no-such-variant'): %s", p->label,
+          tsr_status_name(not_found));
+    status = t->op_run(queue, p->op, args, selection.config);
+    CHECK(status == TSR_OK, "%s: op_run(%s): %s", p->label, heuristic, tsr_status_name(status));
     status = t->queue_finish(queue);
     CHECK(status == TSR_OK, "%s: queue_finish: %s", p->label, tsr_status_name(status));
     status = t->buffer_read(queue, y_buffer, 0, y, sizeof y);

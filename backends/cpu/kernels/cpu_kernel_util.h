@@ -30,6 +30,27 @@
 /* The vector width the fused kernels run at. */
 typedef enum kernel_level { KERNEL_GENERIC = 0, KERNEL_AVX2 = 1, KERNEL_AVX512 = 2 } kernel_level;
 
+/* Declares a kernel family's tables, cpu_<family>_kernels_generic, _avx2 and
+ * _avx512 (the vector ones only in builds that have them), and
+ * select_kernels(level), which picks the one of a level. */
+#if CPU_KERNELS_HAVE_AVX2
+#define CPU_KERNEL_TABLES(type, family)                                                            \
+  extern const type cpu_##family##_kernels_generic, cpu_##family##_kernels_avx2,                   \
+      cpu_##family##_kernels_avx512;                                                               \
+  static inline const type *select_kernels(kernel_level level) {                                   \
+    return level == KERNEL_AVX512 ? &cpu_##family##_kernels_avx512                                 \
+           : level == KERNEL_AVX2 ? &cpu_##family##_kernels_avx2                                   \
+                                  : &cpu_##family##_kernels_generic;                               \
+  }
+#else
+#define CPU_KERNEL_TABLES(type, family)                                                            \
+  extern const type cpu_##family##_kernels_generic;                                                \
+  static inline const type *select_kernels(kernel_level level) {                                   \
+    (void)level;                                                                                   \
+    return &cpu_##family##_kernels_generic;                                                        \
+  }
+#endif
+
 /* Follows the plugin's instruction-set level (cpu_isa_active(), which
  * TESSERA_CPU_ISA may lower; the AVX2 level includes FMA and F16C, the
  * AVX-512 one F/BW/VL/DQ); asked per call, as a test may change it. */

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The CPU plugin's op entry points: whether an op runs, its variants, the
+ * config of a variant (a row of configs.c), and queuing the op with it; the
+ * queue's worker runs it through the kernels of kernels/. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_plugin.h"
+
+static tsr_status unknown_op(const cpu_plugin *plugin, tsr_op op) {
+  return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED, "op %d is unknown to the cpu plugin",
+                         (int)op);
+}
+
+tsr_status cpu_run_op(cpu_device *device, command *c, char *message, size_t capacity) {
+  cpu_exec exec = {device->pool, message, capacity};
+  switch (c->op) {
+  case TSR_OP_GEMM:
+    return cpu_gemm_run(&exec, &c->args.gemm, c->config);
+  case TSR_OP_GROUPED_GEMM:
+    return cpu_grouped_gemm_run(&exec, &c->args.grouped_gemm, c->config);
+  case TSR_OP_ATTENTION:
+    return cpu_attention_run(&exec, &c->args.attention, c->config);
+  case TSR_OP_RMSNORM:
+    return cpu_rmsnorm_run(&exec, &c->args.rmsnorm);
+  case TSR_OP_LAYERNORM:
+    return cpu_layernorm_run(&exec, &c->args.layernorm);
+  case TSR_OP_SOFTMAX:
+    return cpu_softmax_run(&exec, &c->args.softmax);
+  case TSR_OP_ROPE:
+    return cpu_rope_run(&exec, &c->args.rope);
+  case TSR_OP_SWIGLU:
+    return cpu_swiglu_run(&exec, &c->args.swiglu);
+  case TSR_OP_GELU:
+    return cpu_gelu_run(&exec, &c->args.gelu);
+  case TSR_OP_CROSS_ENTROPY:
+    return cpu_cross_entropy_run(&exec, &c->args.cross_entropy);
+  default:
+    snprintf(message, capacity, "op %d is unknown", (int)c->op);
+    return TSR_ERROR_UNSUPPORTED;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Ops                                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The tensor whose dtype decides whether the CPU kernels can run an op. */
+static const tsr_plugin_tensor *op_data_tensor(tsr_op op, const void *args) {
+  switch (op) {
+  case TSR_OP_GEMM:
+    return &((const tsr_gemm_args *)args)->a;
+  case TSR_OP_GROUPED_GEMM:
+    return &((const tsr_grouped_gemm_args *)args)->a;
+  case TSR_OP_ATTENTION:
+    return &((const tsr_attention_args *)args)->q;
+  case TSR_OP_RMSNORM:
+    return &((const tsr_rmsnorm_args *)args)->x;
+  case TSR_OP_LAYERNORM:
+    return &((const tsr_layernorm_args *)args)->x;
+  case TSR_OP_SOFTMAX:
+    return &((const tsr_softmax_args *)args)->x;
+  case TSR_OP_ROPE:
+    return &((const tsr_rope_args *)args)->x;
+  case TSR_OP_SWIGLU:
+    return &((const tsr_swiglu_args *)args)->gate;
+  case TSR_OP_GELU:
+    return &((const tsr_gelu_args *)args)->x;
+  case TSR_OP_CROSS_ENTROPY:
+    return &((const tsr_cross_entropy_args *)args)->logits;
+  default:
+    return NULL;
+  }
+}
+
+tsr_status cpu_op_supported(void *handle, tsr_op op, const void *args) {
+  cpu_device *device = handle;
+  if (!tsr_plugin_op_known(op))
+    return unknown_op(device->plugin, op);
+  /* Every op runs for f32, f16 and bf16; tf32 compute only permits rounding,
+   * so strict f32 products satisfy it. */
+  int32_t dtype = op_data_tensor(op, args)->dtype;
+  if (dtype != TSR_DTYPE_F32 && dtype != TSR_DTYPE_F16 && dtype != TSR_DTYPE_BF16)
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_UNSUPPORTED,
+                           "the cpu plugin runs %s on f32, f16 and bf16, not dtype %d",
+                           tsr_plugin_op_name(op), (int)dtype);
+  return TSR_OK;
+}
+
+/* configs.c lists the variants; every known op has some. */
+static tsr_status fill_variants(void *handle, tsr_op op, const void *args,
+                                tsr_plugin_variant_list *out) {
+  (void)handle;
+  return cpu_op_variants(op, args, out);
+}
+
+tsr_status cpu_op_variants_entry(void *handle, tsr_op op, const void *args,
+                                 tsr_plugin_variant_list *out) {
+  cpu_device *device = handle;
+  return tsr_plugin_variants_serve(&device->plugin->host, handle, op, args, out, fill_variants);
+}
+
+/* The row of configs.c behind the variant (NULL: the heuristic's pick, the
+ * one op_variants marks); both depend only on the problem's signature. */
+tsr_status cpu_op_select(void *handle, tsr_op op, const void *args, const char *variant,
+                         tsr_plugin_selection *out) {
+  cpu_device *device = handle;
+  if (!tsr_plugin_op_known(op))
+    return unknown_op(device->plugin, op);
+  const void *config =
+      variant ? cpu_op_find_variant(op, variant) : cpu_op_default_variant(op, args);
+  if (!config)
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_NOT_FOUND,
+                           "%s has no variant '%s' at the %s level", tsr_plugin_op_name(op),
+                           variant ? variant : "(none)", cpu_isa_name(cpu_isa_active()));
+  return tsr_plugin_select_row(out, config);
+}
+
+/* The steady-state path: copies, one allocation, no formatting (except on
+ * failure), no names. */
+tsr_status cpu_op_run(void *handle, tsr_op op, const void *args, const void *config) {
+  cpu_queue *queue = handle;
+  cpu_plugin *plugin = queue->device->plugin;
+  if (!tsr_plugin_op_known(op))
+    return unknown_op(plugin, op);
+  if (!config)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_INVALID_VALUE,
+                           "%s was given no config (op_select makes one)", tsr_plugin_op_name(op));
+  command *c = cpu_command_new(plugin, COMMAND_OP);
+  if (!c)
+    return TSR_ERROR_OUT_OF_MEMORY;
+  c->op = op;
+  if (!tsr_plugin_args_copy(op, args, &c->args)) {
+    cpu_command_free(c);
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_INVALID_VALUE,
+                           "the %s args have no struct_size", tsr_plugin_op_name(op));
+  }
+  if (op == TSR_OP_GROUPED_GEMM) {
+    tsr_grouped_gemm_args *grouped = &c->args.grouped_gemm;
+    size_t count = grouped->group_count > 0 ? (size_t)grouped->group_count : 0;
+    c->group_sizes = malloc((count > 0 ? count : 1) * sizeof *c->group_sizes);
+    if (!c->group_sizes) {
+      cpu_command_free(c);
+      return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY, "cannot copy %zu group sizes",
+                             count);
+    }
+    if (count > 0)
+      memcpy(c->group_sizes, grouped->group_sizes, count * sizeof *c->group_sizes);
+    grouped->group_sizes = c->group_sizes;
+  }
+  /* grouped GEMM's auto rows pick the gemv or the packed path here, from
+   * the group sizes (not part of the signature the core chose it for) */
+  c->config = cpu_op_run_config(op, &c->args, config);
+  cpu_enqueue(queue, c);
+  return TSR_OK;
+}

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A test plugin (ABI 2) that shows what the core's op path asks: one
+ * host-memory device named "probe" running f32 gelu with two variants,
+ * "probe-a" (the heuristic's) and "probe-b", whose results differ on purpose
+ * (b adds 1), so a test sees which config ran. It counts op_select calls and
+ * keeps the name of the config op_run was given; test_op_cache.c reads both
+ * through the exported probe_stats (dlopen of the same library returns the
+ * core's instance).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tessera/plugin.h>
+#include <tessera/plugin_helper.h>
+
+typedef struct probe_config {
+  const char *name;
+  float add; /* added to every gelu result: what tells the configs apart */
+} probe_config;
+
+static const probe_config probe_configs[] = {{"probe-a", 0.0f}, {"probe-b", 1.0f}};
+enum { PROBE_CONFIGS = sizeof probe_configs / sizeof probe_configs[0] };
+
+__attribute__((visibility("default"))) struct probe_stats {
+  int selects;         /* op_select calls */
+  int runs;            /* op_run calls */
+  char last_run[16];   /* name of the config the last op_run got */
+  int variants_calls;  /* op_variants calls */
+  int supported_calls; /* op_supported calls */
+} probe_stats;
+
+typedef struct probe_plugin {
+  tsr_plugin_host host;
+} probe_plugin;
+
+typedef struct probe_buffer {
+  unsigned char *data;
+  uint64_t bytes;
+} probe_buffer;
+
+static int probe_queue_marker;
+
+static tsr_status probe_init(const tsr_host_services_v2 *host, void **out, char *reason,
+                             size_t capacity) {
+  probe_plugin *plugin = calloc(1, sizeof *plugin);
+  if (!plugin)
+    return TSR_ERROR_OUT_OF_MEMORY;
+  tsr_status status = tsr_plugin_host_init(&plugin->host, "probe", host, reason, capacity);
+  if (status != TSR_OK) {
+    free(plugin);
+    return status;
+  }
+  *out = plugin;
+  return TSR_OK;
+}
+
+static void probe_shutdown(void *plugin) {
+  free(plugin);
+}
+
+static uint32_t probe_device_count(void *plugin) {
+  (void)plugin;
+  return 1;
+}
+
+static tsr_status probe_device_info(void *plugin, uint32_t index, tsr_device_info *info) {
+  if (index != 0)
+    return tsr_plugin_fail(&((probe_plugin *)plugin)->host, TSR_ERROR_NOT_FOUND, "no device %u",
+                           index);
+  info->type = TSR_DEVICE_CPU;
+  strcpy(info->vendor, "tessera tests");
+  strcpy(info->name, "op path probe");
+  strcpy(info->arch, "host");
+  info->host_visible = 1;
+  info->compute_units = 1;
+  info->dtype_mask = 1u << TSR_DTYPE_F32;
+  info->op_mask = 1u << TSR_OP_GELU;
+  return TSR_OK;
+}
+
+static tsr_status probe_device_open(void *plugin, uint32_t index, void **device) {
+  if (index != 0)
+    return tsr_plugin_fail(&((probe_plugin *)plugin)->host, TSR_ERROR_NOT_FOUND, "no device %u",
+                           index);
+  *device = plugin;
+  return TSR_OK;
+}
+
+static void probe_device_close(void *device) {
+  (void)device;
+}
+
+static tsr_status probe_buffer_alloc(void *device, uint64_t bytes, void **out) {
+  probe_buffer *buffer = calloc(1, sizeof *buffer);
+  if (buffer)
+    buffer->data = aligned_alloc(256, (bytes + 255) & ~(uint64_t)255);
+  if (!buffer || !buffer->data) {
+    free(buffer);
+    return tsr_plugin_fail(&((probe_plugin *)device)->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "no memory for %llu bytes", (unsigned long long)bytes);
+  }
+  buffer->bytes = bytes;
+  *out = buffer;
+  return TSR_OK;
+}
+
+static void probe_buffer_free(void *device, void *handle) {
+  (void)device;
+  probe_buffer *buffer = handle;
+  if (buffer)
+    free(buffer->data);
+  free(buffer);
+}
+
+static void *probe_buffer_host_pointer(void *device, void *handle) {
+  (void)device;
+  return ((probe_buffer *)handle)->data;
+}
+
+static tsr_status probe_queue_create(void *device, void **queue) {
+  (void)device;
+  *queue = &probe_queue_marker;
+  return TSR_OK;
+}
+
+static void probe_queue_destroy(void *queue) {
+  (void)queue;
+}
+
+static tsr_status probe_queue_finish(void *queue) {
+  (void)queue;
+  return TSR_OK;
+}
+
+static tsr_status probe_buffer_write(void *queue, void *handle, uint64_t offset, const void *src,
+                                     uint64_t bytes) {
+  (void)queue;
+  memcpy(((probe_buffer *)handle)->data + offset, src, bytes);
+  return TSR_OK;
+}
+
+static tsr_status probe_buffer_read(void *queue, void *handle, uint64_t offset, void *dst,
+                                    uint64_t bytes) {
+  (void)queue;
+  memcpy(dst, ((probe_buffer *)handle)->data + offset, bytes);
+  return TSR_OK;
+}
+
+static tsr_status probe_op_supported(void *device, tsr_op op, const void *args) {
+  probe_stats.supported_calls++;
+  const probe_plugin *plugin = device;
+  if (op != TSR_OP_GELU)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED, "%s is not run here",
+                           tsr_plugin_op_name(op));
+  const tsr_gelu_args *gelu = args;
+  if (gelu->x.dtype != TSR_DTYPE_F32 || gelu->y.dtype != TSR_DTYPE_F32)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED, "gelu runs in f32 only");
+  return TSR_OK;
+}
+
+static tsr_status probe_list(void *device, tsr_op op, const void *args,
+                             tsr_plugin_variant_list *out) {
+  tsr_status status = probe_op_supported(device, op, args);
+  if (status != TSR_OK)
+    return status;
+  for (int i = 0; i < PROBE_CONFIGS; i++)
+    tsr_plugin_variants_add(out, probe_configs[i].name, "adds %g", (double)probe_configs[i].add);
+  out->heuristic = 0;
+  strcpy(out->reason, "the probe's first variant");
+  return TSR_OK;
+}
+
+static tsr_status probe_op_variants(void *device, tsr_op op, const void *args,
+                                    tsr_plugin_variant_list *out) {
+  probe_stats.variants_calls++;
+  return tsr_plugin_variants_serve(&((probe_plugin *)device)->host, device, op, args, out,
+                                   probe_list);
+}
+
+static tsr_status probe_op_select(void *device, tsr_op op, const void *args, const char *variant,
+                                  tsr_plugin_selection *out) {
+  probe_stats.selects++;
+  tsr_status status = probe_op_supported(device, op, args);
+  if (status != TSR_OK)
+    return status;
+  const void *row =
+      variant ? tsr_plugin_row_find(probe_configs, PROBE_CONFIGS, sizeof probe_configs[0], variant)
+              : &probe_configs[0];
+  if (!row)
+    return tsr_plugin_fail(&((probe_plugin *)device)->host, TSR_ERROR_NOT_FOUND, "no variant '%s'",
+                           variant);
+  return tsr_plugin_select_row(out, row);
+}
+
+static tsr_status probe_op_run(void *queue, tsr_op op, const void *args, const void *config) {
+  (void)queue;
+  if (op != TSR_OP_GELU || !config)
+    return TSR_ERROR_UNSUPPORTED;
+  const probe_config *c = config;
+  probe_stats.runs++;
+  strncpy(probe_stats.last_run, c->name, sizeof probe_stats.last_run - 1);
+  const tsr_gelu_args *gelu = args;
+  const probe_buffer *x = gelu->x.buffer, *y = gelu->y.buffer;
+  int64_t count = 1;
+  for (int32_t d = 0; d < gelu->y.rank; d++)
+    count *= gelu->y.shape[d];
+  /* Contiguous tensors only: the test gives no others. */
+  const float *in = (const float *)(x->data + gelu->x.offset);
+  float *result = (float *)(y->data + gelu->y.offset);
+  for (int64_t i = 0; i < count; i++)
+    result[i] = 0.5f * in[i] * (1.0f + erff(in[i] * 0.70710678f)) + c->add;
+  return TSR_OK;
+}
+
+static const tsr_plugin_v2 probe_table = {
+    .struct_size = sizeof(tsr_plugin_v2),
+    .abi_version = 2,
+    .name = "probe",
+    .version = "1",
+    .init = probe_init,
+    .shutdown = probe_shutdown,
+    .device_count = probe_device_count,
+    .device_info = probe_device_info,
+    .device_open = probe_device_open,
+    .device_close = probe_device_close,
+    .buffer_alloc = probe_buffer_alloc,
+    .buffer_free = probe_buffer_free,
+    .buffer_host_pointer = probe_buffer_host_pointer,
+    .queue_create = probe_queue_create,
+    .queue_destroy = probe_queue_destroy,
+    .queue_finish = probe_queue_finish,
+    .buffer_write = probe_buffer_write,
+    .buffer_read = probe_buffer_read,
+    .op_supported = probe_op_supported,
+    .op_variants = probe_op_variants,
+    .op_select = probe_op_select,
+    .op_run = probe_op_run,
+};
+
+TSR_PLUGIN_EXPORT_V2(probe_table)
