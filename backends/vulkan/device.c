@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "configs.h"
 #include "vulkan_internal.h"
 
 void vulkan_pipelines_release(vulkan_device *device); /* pipeline.c */
@@ -37,9 +38,9 @@ static void cache_path(vulkan_device *device) {
   const vulkan_plugin *plugin = device->plugin;
   const char *get = NULL;
   char dir[900] = "";
-  if (plugin->host.get_env && (get = plugin->host.get_env("XDG_CACHE_HOME")) && *get == '/')
+  if ((get = tsr_plugin_env(&plugin->host, "XDG_CACHE_HOME")) && *get == '/')
     snprintf(dir, sizeof dir, "%s/tessera", get);
-  else if (plugin->host.get_env && (get = plugin->host.get_env("HOME")) && *get == '/')
+  else if ((get = tsr_plugin_env(&plugin->host, "HOME")) && *get == '/')
     snprintf(dir, sizeof dir, "%s/.cache/tessera", get);
   device->cache_path[0] = '\0';
   if (!dir[0] || !make_directories(dir))
@@ -97,12 +98,125 @@ static void save_cache(vulkan_device *device) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Device info                                                               */
+/* ------------------------------------------------------------------------ */
+
+static const char *vendor_name(uint32_t id) {
+  switch (id) {
+  case VULKAN_VENDOR_NVIDIA:
+    return "NVIDIA";
+  case VULKAN_VENDOR_AMD:
+    return "AMD";
+  case VULKAN_VENDOR_INTEL:
+    return "Intel";
+  case VULKAN_VENDOR_MESA:
+    return "Mesa";
+  case 0x13b5:
+    return "ARM";
+  case 0x5143:
+    return "Qualcomm";
+  case 0x1010:
+    return "ImgTec";
+  default:
+    return NULL;
+  }
+}
+
+/* The driver version as its vendor packs it. */
+static void format_driver_version(const vulkan_device_props *p, char *out, size_t capacity) {
+  uint32_t v = p->driver_version;
+  int written;
+  if (p->vendor_id == VULKAN_VENDOR_NVIDIA)
+    written = snprintf(out, capacity, "%s %u.%u.%u", p->driver_name, (v >> 22) & 0x3ff,
+                       (v >> 14) & 0xff, (v >> 6) & 0xff);
+  else if (p->vendor_id == VULKAN_VENDOR_INTEL)
+    written = snprintf(out, capacity, "%s %u.%u", p->driver_name, v >> 14, v & 0x3fff);
+  else
+    written = snprintf(out, capacity, "%s %s", p->driver_name, p->driver_info);
+  if (written < 0 && capacity > 0)
+    out[0] = '\0';
+}
+
+tsr_status vulkan_device_info(void *handle, uint32_t index, tsr_device_info *info) {
+  vulkan_plugin *plugin = handle;
+  if (index >= plugin->device_count) {
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_NOT_FOUND,
+                           "device %u does not exist (%u found)", index, plugin->device_count);
+  }
+  const vulkan_device_props *p = &plugin->devices[index];
+  /* lavapipe and other CPU implementations are CPU devices: they sort after
+   * every GPU and after the native CPU plugin (same type, "cpu" < "vulkan"),
+   * so "best" never prefers a software rasteriser. */
+  switch (p->type) {
+  case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+    info->type = TSR_DEVICE_GPU;
+    break;
+  case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+    info->type = TSR_DEVICE_INTEGRATED_GPU;
+    break;
+  case VK_PHYSICAL_DEVICE_TYPE_CPU:
+    info->type = TSR_DEVICE_CPU;
+    break;
+  default:
+    info->type = TSR_DEVICE_OTHER;
+    break;
+  }
+  const char *vendor = vendor_name(p->vendor_id);
+  if (vendor)
+    snprintf(info->vendor, sizeof info->vendor, "%s", vendor);
+  else
+    snprintf(info->vendor, sizeof info->vendor, "0x%04x", p->vendor_id);
+  snprintf(info->name, sizeof info->name, "%s", p->name);
+  snprintf(info->arch, sizeof info->arch, "%s", vulkan_class_of(p)->name);
+  snprintf(info->physical_id, sizeof info->physical_id, "%s", p->uuid);
+  format_driver_version(p, info->driver_version, sizeof info->driver_version);
+  info->memory_bytes = p->memory_bytes;
+  info->compute_units = p->compute_units;
+  info->dtype_mask = (1u << TSR_DTYPE_F32) | (1u << TSR_DTYPE_I32);
+  if (p->storage_16bit)
+    info->dtype_mask |= (1u << TSR_DTYPE_F16) | (1u << TSR_DTYPE_BF16);
+  info->op_mask = (1u << TSR_OP_COUNT_) - 1u;
+  info->host_visible = 0;
+  if (info->struct_size >= offsetof(tsr_device_info, details) + sizeof info->details) {
+    char shapes[256] = "";
+    size_t used = 0;
+    for (uint32_t i = 0; i < p->coopmat_khr_count && used + 24 < sizeof shapes; i++)
+      used += (size_t)snprintf(shapes + used, sizeof shapes - used, "%s%ux%ux%u", i ? " " : "",
+                               p->coopmat_khr_shapes[i].m, p->coopmat_khr_shapes[i].n,
+                               p->coopmat_khr_shapes[i].k);
+    snprintf(info->details, sizeof info->details,
+             "Vulkan: %u.%u.%u\n"
+             "driver: %s (%s)\n"
+             "vendor id: 0x%04x, device id: 0x%04x\n"
+             "subgroup size: %u (min %u, max %u%s)\n"
+             "subgroup arithmetic: %s\n"
+             "shared memory per workgroup: %u KiB\n"
+             "max storage buffer range: %llu MiB\n"
+             "shaderFloat16: %s, 16-bit storage: %s\n"
+             "cooperative matrices: KHR %u shapes%s%s, NV %u shapes\n"
+             "timestamps: %u bits, %.3f ns per tick\n"
+             "tile tables: %s",
+             VK_API_VERSION_MAJOR(p->api_version), VK_API_VERSION_MINOR(p->api_version),
+             VK_API_VERSION_PATCH(p->api_version), p->driver_name, p->driver_info, p->vendor_id,
+             p->device_id, p->subgroup_size, p->subgroup_min, p->subgroup_max,
+             p->subgroup_size_control ? ", size control" : "",
+             p->subgroup_arithmetic ? "yes" : "no", p->shared_memory_bytes / 1024,
+             (unsigned long long)(p->max_storage_range >> 20), p->shader_float16 ? "yes" : "no",
+             p->storage_16bit ? "yes" : "no", p->coopmat_khr_count,
+             p->coopmat_khr_count ? ": " : "", shapes, p->coopmat_nv_count, p->timestamp_bits,
+             (double)p->timestamp_period, vulkan_class_of(p)->name);
+  }
+  return TSR_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Open and close                                                            */
 /* ------------------------------------------------------------------------ */
 
 static void release_device(vulkan_device *device) {
   if (device->handle) {
     device->vk.vkDeviceWaitIdle(device->handle);
+    vulkan_configs_release(device);
     vulkan_pipelines_release(device);
     save_cache(device);
     if (device->cache)
@@ -117,6 +231,7 @@ static void release_device(vulkan_device *device) {
   pthread_mutex_destroy(&device->queue_lock);
   pthread_mutex_destroy(&device->pipeline_lock);
   pthread_mutex_destroy(&device->memory_lock);
+  pthread_mutex_destroy(&device->config_lock);
   free(device);
 }
 
@@ -162,13 +277,10 @@ static tsr_status create_logical_device(vulkan_device *device) {
     extensions[extension_count++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
   /* Diagnosis switches, read here once so that no op reads the environment:
    * the compiler's statistics of every pipeline (pipeline.c), the NV build
-   * of the coopmat shaders and the coopmat probe (ops_matrix.c). */
-  const char *want_stats =
-      plugin->host.get_env ? plugin->host.get_env("TESSERA_VULKAN_PIPELINE_STATS") : NULL;
-  const char *force_nv =
-      plugin->host.get_env ? plugin->host.get_env("TESSERA_VULKAN_COOPMAT_NV") : NULL;
-  const char *probe =
-      plugin->host.get_env ? plugin->host.get_env("TESSERA_VULKAN_COOPMAT_PROBE") : NULL;
+   * of the coopmat shaders and the coopmat probe (spirv_rewrite.c, ops_gemm.c). */
+  const char *want_stats = tsr_plugin_env(&plugin->host, "TESSERA_VULKAN_PIPELINE_STATS");
+  const char *force_nv = tsr_plugin_env(&plugin->host, "TESSERA_VULKAN_COOPMAT_NV");
+  const char *probe = tsr_plugin_env(&plugin->host, "TESSERA_VULKAN_COOPMAT_PROBE");
   device->coopmat_force_nv = force_nv != NULL;
   device->coopmat_probe = probe ? (uint32_t)atoi(probe) : 0u;
   device->pipeline_stats =
@@ -252,8 +364,7 @@ static tsr_status create_logical_device(vulkan_device *device) {
     if (device->vk.vkDestroyDevice)
       device->vk.vkDestroyDevice(device->handle, NULL);
     device->handle = NULL;
-    vulkan_set_error(plugin, "vulkan: %s", why);
-    return TSR_ERROR_BACKEND;
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_BACKEND, "%s", why);
   }
   if (!device->vk.vkGetPipelineExecutableStatisticsKHR ||
       !device->vk.vkGetPipelineExecutablePropertiesKHR)
@@ -315,22 +426,21 @@ static tsr_status create_cache(vulkan_device *device) {
     device->cache = NULL;
     return vulkan_fail(device->plugin, result, "vkCreatePipelineCache");
   }
-  vulkan_log(device->plugin, TSR_LOG_DEBUG, "pipeline cache: %s (%zu bytes read)",
-             device->cache_path[0] ? device->cache_path : "(not saved)", size);
+  tsr_plugin_log(&device->plugin->host, TSR_LOG_DEBUG, "pipeline cache: %s (%zu bytes read)",
+                 device->cache_path[0] ? device->cache_path : "(not saved)", size);
   return TSR_OK;
 }
 
 tsr_status vulkan_device_open(void *handle, uint32_t index, void **out) {
   vulkan_plugin *plugin = handle;
   if (index >= plugin->device_count) {
-    vulkan_set_error(plugin, "vulkan: device %u does not exist (%u found)", index,
-                     plugin->device_count);
-    return TSR_ERROR_NOT_FOUND;
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_NOT_FOUND,
+                           "device %u does not exist (%u found)", index, plugin->device_count);
   }
   vulkan_device *device = calloc(1, sizeof *device);
   if (!device) {
-    vulkan_set_error(plugin, "vulkan: out of host memory for a device");
-    return TSR_ERROR_OUT_OF_MEMORY;
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for a device");
   }
   device->plugin = plugin;
   device->props = &plugin->devices[index];
@@ -338,6 +448,7 @@ tsr_status vulkan_device_open(void *handle, uint32_t index, void **out) {
   pthread_mutex_init(&device->queue_lock, NULL);
   pthread_mutex_init(&device->pipeline_lock, NULL);
   pthread_mutex_init(&device->memory_lock, NULL);
+  pthread_mutex_init(&device->config_lock, NULL);
   tsr_status status = create_logical_device(device);
   if (status == TSR_OK)
     status = create_layouts(device);

@@ -78,19 +78,16 @@ tsr_status vulkan_memory_init(vulkan_device *device) {
     }
   }
   if (best < 0 || staging < 0) {
-    vulkan_set_error(device->plugin,
-                     "vulkan: %s has no device-local or no host-visible memory type",
-                     device->props->name);
-    return TSR_ERROR_BACKEND;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_BACKEND,
+                           "%s has no device-local or no host-visible memory type",
+                           device->props->name);
   }
   device->memory_type = (uint32_t)best;
   device->host_visible = best_score == 2;
   /* TESSERA_VULKAN_NO_MAPPING=1 sends reads and writes through the staging
    * copies even where device memory is mapped (tests cover that path on
    * lavapipe). */
-  const char *no_mapping = device->plugin->host.get_env
-                               ? device->plugin->host.get_env("TESSERA_VULKAN_NO_MAPPING")
-                               : NULL;
+  const char *no_mapping = tsr_plugin_env(&device->plugin->host, "TESSERA_VULKAN_NO_MAPPING");
   if (no_mapping && *no_mapping && no_mapping[0] != '0')
     device->host_visible = false;
   device->staging_type = (uint32_t)staging;
@@ -118,8 +115,8 @@ static tsr_status create_block(vulkan_device *device, uint64_t bytes, bool stagi
   if (!block || !range) {
     free(block);
     free(range);
-    vulkan_set_error(device->plugin, "vulkan: out of host memory for a memory block");
-    return TSR_ERROR_OUT_OF_MEMORY;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for a memory block");
   }
   block->bytes = bytes;
   block->staging = staging;
@@ -145,8 +142,8 @@ static tsr_status create_block(vulkan_device *device, uint64_t bytes, bool stagi
   if (!(need.memoryTypeBits & (1u << type))) {
     free(range);
     destroy_block(device, block);
-    vulkan_set_error(device->plugin, "vulkan: buffers cannot use memory type %u", type);
-    return TSR_ERROR_BACKEND;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_BACKEND,
+                           "buffers cannot use memory type %u", type);
   }
   VkMemoryAllocateInfo allocate = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                    .allocationSize = need.size,
@@ -250,8 +247,8 @@ tsr_status vulkan_buffer_create(vulkan_device *device, uint64_t bytes, bool stag
                                 vulkan_buffer **out) {
   vulkan_buffer *buffer = calloc(1, sizeof *buffer);
   if (!buffer) {
-    vulkan_set_error(device->plugin, "vulkan: out of host memory for a buffer");
-    return TSR_ERROR_OUT_OF_MEMORY;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for a buffer");
   }
   uint64_t size = align_up(bytes ? bytes : 1, allocation_alignment(device));
   bool dedicated = size > BLOCK_BYTES / 2;
@@ -270,18 +267,17 @@ tsr_status vulkan_buffer_create(vulkan_device *device, uint64_t bytes, bool stag
     uint64_t limit = heap < allocation ? heap : allocation;
     if (size > limit) {
       if (size > heap)
-        vulkan_set_error(device->plugin,
-                         "vulkan: %s: a buffer of %llu bytes does not fit the %llu-byte %s "
-                         "memory heap",
-                         device->props->name, (unsigned long long)bytes, (unsigned long long)heap,
-                         staging ? "staging" : "device-local");
+        status = tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                                 "%s: a buffer of %llu bytes does not fit the %llu-byte %s "
+                                 "memory heap",
+                                 device->props->name, (unsigned long long)bytes,
+                                 (unsigned long long)heap, staging ? "staging" : "device-local");
       else
-        vulkan_set_error(device->plugin,
-                         "vulkan: %s: a buffer of %llu bytes is larger than one allocation may "
-                         "be (maxMemoryAllocationSize %llu bytes; the %llu-byte heap)",
-                         device->props->name, (unsigned long long)bytes,
-                         (unsigned long long)allocation, (unsigned long long)heap);
-      status = TSR_ERROR_OUT_OF_MEMORY;
+        status = tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                                 "%s: a buffer of %llu bytes is larger than one allocation may "
+                                 "be (maxMemoryAllocationSize %llu bytes; the %llu-byte heap)",
+                                 device->props->name, (unsigned long long)bytes,
+                                 (unsigned long long)allocation, (unsigned long long)heap);
     } else {
       /* A heap or limit smaller than a block: the buffer gets its own. */
       if (!dedicated && BLOCK_BYTES > limit)
@@ -366,6 +362,10 @@ int64_t vulkan_tensor_span(const tsr_plugin_tensor *t) {
   return last + 1;
 }
 
+uint32_t vulkan_stride_of(const tsr_plugin_tensor *t, int dim) {
+  return t->shape[dim] > 1 ? (uint32_t)t->strides[dim] : 0u;
+}
+
 bool vulkan_bind_tensor(const vulkan_device *device, const tsr_plugin_tensor *t,
                         vulkan_binding *out, uint32_t *first, char *why, size_t why_capacity) {
   const vulkan_buffer *buffer = t->buffer;
@@ -381,13 +381,20 @@ bool vulkan_bind_tensor(const vulkan_device *device, const tsr_plugin_tensor *t,
              (unsigned long long)t->offset, (unsigned long long)size);
     return false;
   }
+  /* Whether the tensor fits one binding is decided on what the core's
+   * problem signature keeps of the offset, its alignment (up to 256 bytes,
+   * which bounds the storage alignment): with the largest skip an address
+   * of that alignment can have, so that every problem of one signature gets
+   * the same answer. */
+  uint64_t align = start & (~start + 1); /* lowest set bit; 0 for address 0 */
+  uint64_t worst = align == 0 || align >= p->storage_alignment ? 0 : p->storage_alignment - align;
   uint64_t span = (uint64_t)vulkan_tensor_span(t);
-  uint64_t elements = skip / size + span;
-  if (elements > UINT32_MAX || skip + span * size > p->max_storage_range) {
+  uint64_t elements = worst / size + span;
+  if (elements > UINT32_MAX || worst + span * size > p->max_storage_range) {
     snprintf(why, why_capacity,
              "a tensor of %llu elements spans %llu bytes; one binding holds at most %llu bytes "
              "and 2^32 elements on this device",
-             (unsigned long long)span, (unsigned long long)(skip + span * size),
+             (unsigned long long)span, (unsigned long long)(worst + span * size),
              (unsigned long long)p->max_storage_range);
     return false;
   }

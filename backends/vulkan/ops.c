@@ -1,78 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The fused ops' launches: push-constant blocks, bindings, pipeline choice
- * (dtype build, subgroup build, workgroup size, registers per invocation,
- * vector width) and grids. The shaders are kernels/{rmsnorm, layernorm,
- * softmax, cross_entropy, swiglu, gelu, rope}.comp; each documents its
- * bindings, and the structs here mirror their push-constant blocks. */
+/* The fused ops' launches: bindings, push constants (push_constants.h),
+ * pipeline choice (dtype build, subgroup build, workgroup size, registers
+ * per invocation, vector width) and grids. The shaders are
+ * kernels/{rmsnorm, layernorm, softmax, cross_entropy, swiglu, gelu,
+ * rope}.comp; each documents its bindings. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "configs.h"
+#include "push_constants.h"
 #include "vulkan_internal.h"
-
-/* Mirrors RowTensor (rows.glsl) and ElemTensor (elementwise.glsl). */
-typedef struct row_tensor {
-  uint32_t first, s0, s1, s2, inner;
-} row_tensor;
-
-typedef struct elem_tensor {
-  uint32_t first, s0, s1, s2, s3;
-} elem_tensor;
-
-typedef struct rmsnorm_push {
-  uint32_t rows, n, d1, d2;
-  row_tensor x, residual, y, residual_out;
-  uint32_t w_first, w_stride, w_code, flags;
-  float eps;
-} rmsnorm_push;
-
-typedef struct layernorm_push {
-  uint32_t rows, n, d1, d2;
-  row_tensor x, y;
-  uint32_t w_first, w_stride, w_code, b_first, b_stride, b_code, flags;
-  float eps;
-} layernorm_push;
-
-typedef struct softmax_push {
-  uint32_t rows, n, d1, d2;
-  row_tensor x, y;
-  float scale;
-} softmax_push;
-
-typedef struct cross_entropy_push {
-  uint32_t rows, n, d1, d2;
-  row_tensor x;
-  uint32_t t_first, t_stride, loss_first, loss_stride, lse_first, lse_stride;
-  int32_t ignore_index;
-  uint32_t flags;
-} cross_entropy_push;
-
-typedef struct swiglu_push {
-  uint32_t count, d1, d2, d3;
-  elem_tensor gate, up, y;
-} swiglu_push;
-
-typedef struct gelu_push {
-  uint32_t count, d1, d2, d3;
-  elem_tensor x, y;
-  uint32_t approximate;
-} gelu_push;
-
-typedef struct rope_push {
-  uint32_t rows, seq, heads, pairs;
-  elem_tensor x, y;
-  uint32_t half_rotary, gptj;
-  int32_t position_offset;
-  float log2_theta, rotary_dim;
-} rope_push;
-
-_Static_assert(sizeof(rmsnorm_push) <= VULKAN_PUSH_BYTES &&
-                   sizeof(layernorm_push) <= VULKAN_PUSH_BYTES &&
-                   sizeof(cross_entropy_push) <= VULKAN_PUSH_BYTES &&
-                   sizeof(rope_push) <= VULKAN_PUSH_BYTES,
-               "push constants fit 128 bytes");
 
 /* What one launch needs, gathered while checking the problem: the same code
  * answers op_supported (no queue) and runs the op. */
@@ -80,13 +19,13 @@ typedef struct launch {
   vulkan_binding bindings[VULKAN_MAX_BINDINGS];
   uint32_t n_bindings;
   union {
-    rmsnorm_push rmsnorm;
-    layernorm_push layernorm;
-    softmax_push softmax;
-    cross_entropy_push cross_entropy;
-    swiglu_push swiglu;
-    gelu_push gelu;
-    rope_push rope;
+    vulkan_rmsnorm_push rmsnorm;
+    vulkan_layernorm_push layernorm;
+    vulkan_softmax_push softmax;
+    vulkan_cross_entropy_push cross_entropy;
+    vulkan_swiglu_push swiglu;
+    vulkan_gelu_push gelu;
+    vulkan_rope_push rope;
   } push;
   uint32_t push_bytes;
   bool vec4;        /* every tensor allows 4-element vector access */
@@ -96,19 +35,6 @@ typedef struct launch {
   const char *family;
   int32_t dtype;
 } launch;
-
-static const char *dtype_suffix(int32_t dtype) {
-  switch (dtype) {
-  case TSR_DTYPE_F32:
-    return "f32";
-  case TSR_DTYPE_F16:
-    return "f16";
-  case TSR_DTYPE_BF16:
-    return "bf16";
-  default:
-    return NULL;
-  }
-}
 
 /* 32-bit word code of a tensor read through word_decode (common.glsl). */
 static uint32_t word_code(int32_t dtype) {
@@ -127,8 +53,8 @@ static bool bind(const vulkan_device *device, launch *l, uint32_t slot, const ts
 /* Leading dims of a row tensor folded into (d0, d1, d2); the shared d1, d2
  * come from the first tensor (validation made the shapes equal). */
 static bool row_tensor_of(const vulkan_device *device, launch *l, uint32_t slot,
-                          const tsr_plugin_tensor *t, row_tensor *out, uint32_t *d1, uint32_t *d2,
-                          char *why, size_t capacity) {
+                          const tsr_plugin_tensor *t, vulkan_row_tensor *out, uint32_t *d1,
+                          uint32_t *d2, char *why, size_t capacity) {
   uint32_t first = 0;
   if (!bind(device, l, slot, t, &first, why, capacity))
     return false;
@@ -156,7 +82,7 @@ static bool row_tensor_of(const vulkan_device *device, launch *l, uint32_t slot,
 
 /* A tensor of up to rank 4 with leading extents of 1 added. */
 static bool elem_tensor_of(const vulkan_device *device, launch *l, uint32_t slot,
-                           const tsr_plugin_tensor *t, elem_tensor *out, bool *contiguous,
+                           const tsr_plugin_tensor *t, vulkan_elem_tensor *out, bool *contiguous,
                            char *why, size_t capacity) {
   uint32_t first = 0;
   if (!bind(device, l, slot, t, &first, why, capacity))
@@ -170,8 +96,8 @@ static bool elem_tensor_of(const vulkan_device *device, launch *l, uint32_t slot
       *contiguous = false;
     dense *= t->shape[i];
   }
-  *out = (elem_tensor){first, (uint32_t)stride[0], (uint32_t)stride[1], (uint32_t)stride[2],
-                       (uint32_t)stride[3]};
+  *out = (vulkan_elem_tensor){first, (uint32_t)stride[0], (uint32_t)stride[1], (uint32_t)stride[2],
+                              (uint32_t)stride[3]};
   if (first % 4)
     l->vec4 = false;
   return true;
@@ -203,7 +129,7 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
   switch (op) {
   case TSR_OP_RMSNORM: {
     const tsr_rmsnorm_args *a = args;
-    rmsnorm_push *q = &l->push.rmsnorm;
+    vulkan_rmsnorm_push *q = &l->push.rmsnorm;
     l->family = "rmsnorm";
     l->dtype = a->x.dtype;
     if (!row_tensor_of(device, l, 0, &a->x, &q->x, &q->d1, &q->d2, why, capacity) ||
@@ -239,7 +165,7 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
   }
   case TSR_OP_LAYERNORM: {
     const tsr_layernorm_args *a = args;
-    layernorm_push *q = &l->push.layernorm;
+    vulkan_layernorm_push *q = &l->push.layernorm;
     l->family = "layernorm";
     l->dtype = a->x.dtype;
     if (!row_tensor_of(device, l, 0, &a->x, &q->x, &q->d1, &q->d2, why, capacity) ||
@@ -270,7 +196,7 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
   }
   case TSR_OP_SOFTMAX: {
     const tsr_softmax_args *a = args;
-    softmax_push *q = &l->push.softmax;
+    vulkan_softmax_push *q = &l->push.softmax;
     l->family = "softmax";
     l->dtype = a->x.dtype;
     if (!row_tensor_of(device, l, 0, &a->x, &q->x, &q->d1, &q->d2, why, capacity) ||
@@ -286,7 +212,7 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
   }
   case TSR_OP_CROSS_ENTROPY: {
     const tsr_cross_entropy_args *a = args;
-    cross_entropy_push *q = &l->push.cross_entropy;
+    vulkan_cross_entropy_push *q = &l->push.cross_entropy;
     l->family = "cross_entropy";
     l->dtype = a->logits.dtype;
     if (!row_tensor_of(device, l, 0, &a->logits, &q->x, &q->d1, &q->d2, why, capacity) ||
@@ -316,7 +242,7 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
   }
   case TSR_OP_SWIGLU: {
     const tsr_swiglu_args *a = args;
-    swiglu_push *q = &l->push.swiglu;
+    vulkan_swiglu_push *q = &l->push.swiglu;
     bool contiguous = true;
     l->family = "swiglu";
     l->dtype = a->gate.dtype;
@@ -334,7 +260,7 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
   }
   case TSR_OP_GELU: {
     const tsr_gelu_args *a = args;
-    gelu_push *q = &l->push.gelu;
+    vulkan_gelu_push *q = &l->push.gelu;
     bool contiguous = true;
     l->family = "gelu";
     l->dtype = a->x.dtype;
@@ -352,17 +278,10 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
   }
   case TSR_OP_ROPE: {
     const tsr_rope_args *a = args;
-    rope_push *q = &l->push.rope;
+    vulkan_rope_push *q = &l->push.rope;
     bool contiguous = true;
     l->family = "rope";
     l->dtype = a->x.dtype;
-    if (a->position_offset < INT32_MIN || a->position_offset > INT32_MAX - a->x.shape[1]) {
-      snprintf(why, capacity,
-               "position_offset %lld with %lld tokens leaves the 32-bit positions the shader "
-               "computes with",
-               (long long)a->position_offset, (long long)a->x.shape[1]);
-      return false;
-    }
     if (!elem_tensor_of(device, l, 0, &a->x, &q->x, &contiguous, why, capacity) ||
         !elem_tensor_of(device, l, 1, &a->y, &q->y, &contiguous, why, capacity))
       return false;
@@ -385,7 +304,7 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
     snprintf(why, capacity, "not a fused op");
     return false;
   }
-  if (!dtype_suffix(l->dtype)) {
+  if (!vulkan_dtype_suffix(l->dtype)) {
     snprintf(why, capacity, "dtype %d is not f32, f16 or bf16", (int)l->dtype);
     return false;
   }
@@ -397,25 +316,80 @@ static bool plan(const vulkan_device *device, tsr_op op, const void *args, launc
   return true;
 }
 
-tsr_status vulkan_ops_supported(const vulkan_device *device, tsr_op op, const void *args, char *why,
-                                size_t capacity) {
+static tsr_status fused_list(const vulkan_device *device, tsr_op op, const void *args,
+                             tsr_plugin_variant_list *out, char *why, size_t capacity) {
   launch l;
   if (!plan(device, op, args, &l, why, capacity))
     return TSR_ERROR_UNSUPPORTED;
-  if (!vulkan_fused_config_of(device->props, op, l.per_item, NULL)) {
+  vulkan_fused_variants(device->props, op, l.per_item, out);
+  if (out->count == 0) {
     snprintf(why, capacity, "no variant can run this problem");
     return TSR_ERROR_UNSUPPORTED;
   }
   return TSR_OK;
 }
 
-tsr_status vulkan_ops_variants(const vulkan_device *device, tsr_op op, const void *args,
-                               tsr_plugin_variant_list *out, char *why, size_t capacity) {
+/* Elements per vector unit: for row ops units of 16 bytes where the tensors
+ * allow (8 elements of 16-bit data: 8-byte units ran at two thirds of a
+ * copy's bandwidth on an H100), else 4 elements, else 1. */
+static uint32_t fused_width(tsr_op op, const launch *l) {
+  if (vulkan_is_row_op(op)) {
+    uint32_t width = 1;
+    if (l->vec4 && l->per_item % 4 == 0)
+      width = 4;
+    if (l->dtype != TSR_DTYPE_F32 && l->vec8 && l->per_item % 8 == 0)
+      width = 8;
+    return width;
+  }
+  return op != TSR_OP_ROPE && l->vec4 ? 4 : 1;
+}
+
+/* Workgroups of a launch: one per row for row ops; else the work items
+ * (pairs for rope, vector units for the others) over `threads`. */
+static uint64_t fused_groups(tsr_op op, const launch *l, uint32_t threads, uint32_t width) {
+  if (vulkan_is_row_op(op))
+    return l->items;
+  uint64_t work = ((uint64_t)l->per_item + width - 1) / width;
+  return (work + threads - 1) / threads;
+}
+
+/* The pipeline: the dtype (and subgroup) build of the op's shader, with the
+ * workgroup size, registers per invocation (row ops) or contiguity, and the
+ * vector width as specialisation constants. */
+static tsr_status fused_prepare(vulkan_device *device, tsr_op op, const void *args,
+                                const char *name, const vulkan_config **out) {
+  const vulkan_device_props *p = device->props;
+  const tsr_plugin_host *host = &device->plugin->host;
+  char why[TSR_PLUGIN_MESSAGE_CAPACITY];
   launch l;
-  if (!plan(device, op, args, &l, why, capacity))
-    return TSR_ERROR_UNSUPPORTED;
-  vulkan_fused_variants(device->props, op, l.per_item, out);
-  return TSR_OK;
+  if (!plan(device, op, args, &l, why, sizeof why))
+    return tsr_plugin_fail(host, TSR_ERROR_UNSUPPORTED, "%s: %s", tsr_plugin_op_name(op), why);
+  const vulkan_fused_config *row = vulkan_fused_config_find(op, name);
+  if (!row)
+    return tsr_plugin_fail(host, TSR_ERROR_NOT_FOUND, "%s: no variant named %s",
+                           tsr_plugin_op_name(op), name);
+  uint32_t threads = row->threads, width = fused_width(op, &l);
+  const vulkan_pipeline *pipeline = NULL;
+  if (fused_groups(op, &l, threads, width) > 0) {
+    char shader[64];
+    uint32_t spec[3] = {threads, 0, width};
+    if (vulkan_is_row_op(op)) {
+      uint64_t units = ((uint64_t)l.per_item + width - 1) / width;
+      uint64_t items = (units + threads - 1) / threads;
+      if (items > VULKAN_ROWS_MAX_ITEMS || op == TSR_OP_CROSS_ENTROPY)
+        items = 0;
+      spec[1] = (uint32_t)items;
+      snprintf(shader, sizeof shader, "%s_%s%s", l.family, vulkan_dtype_suffix(l.dtype),
+               p->subgroup_arithmetic ? "_sg" : "");
+    } else {
+      spec[1] = (uint32_t)l.items; /* CONTIG (0 for rope) */
+      snprintf(shader, sizeof shader, "%s_%s", l.family, vulkan_dtype_suffix(l.dtype));
+    }
+    tsr_status status = vulkan_pipeline_get(device, shader, spec, 3, 0, &pipeline);
+    if (status != TSR_OK)
+      return status;
+  }
+  return vulkan_config_get(device, op, row->name, row, pipeline, width, out);
 }
 
 /* Folds `groups` workgroups into x and y of the grid. */
@@ -433,11 +407,11 @@ static bool param_vector(uint32_t first, uint32_t stride, uint32_t width) {
 /* Flags the weight / bias the row shaders may read in vector units. */
 static void vector_params(tsr_op op, launch *l, uint32_t width) {
   if (op == TSR_OP_RMSNORM) {
-    rmsnorm_push *q = &l->push.rmsnorm;
+    vulkan_rmsnorm_push *q = &l->push.rmsnorm;
     if ((q->flags & 2) && param_vector(q->w_first, q->w_stride, width))
       q->flags |= 8;
   } else if (op == TSR_OP_LAYERNORM) {
-    layernorm_push *q = &l->push.layernorm;
+    vulkan_layernorm_push *q = &l->push.layernorm;
     if ((q->flags & 1) && param_vector(q->w_first, q->w_stride, width))
       q->flags |= 4;
     if ((q->flags & 2) && param_vector(q->b_first, q->b_stride, width))
@@ -445,70 +419,30 @@ static void vector_params(tsr_op op, launch *l, uint32_t width) {
   }
 }
 
-tsr_status vulkan_ops_run(vulkan_queue *queue, tsr_op op, const void *args, const char *variant) {
+static tsr_status fused_run(vulkan_queue *queue, tsr_op op, const void *args,
+                            const vulkan_config *config) {
   vulkan_device *device = queue->device;
   const vulkan_device_props *p = device->props;
-  char why[VULKAN_MESSAGE_CAPACITY];
+  const tsr_plugin_host *host = &device->plugin->host;
+  char why[TSR_PLUGIN_MESSAGE_CAPACITY];
   launch l;
-  if (!plan(device, op, args, &l, why, sizeof why)) {
-    vulkan_set_error(device->plugin, "vulkan: %s: %s", vulkan_op_name(op), why);
-    return TSR_ERROR_UNSUPPORTED;
+  if (!plan(device, op, args, &l, why, sizeof why))
+    return tsr_plugin_fail(host, TSR_ERROR_UNSUPPORTED, "%s: %s", tsr_plugin_op_name(op), why);
+  if (op == TSR_OP_ROPE) {
+    /* Not part of the signature: decided here, for each call. */
+    const tsr_rope_args *a = args;
+    if (a->position_offset < INT32_MIN || a->position_offset > INT32_MAX - a->x.shape[1])
+      return tsr_plugin_fail(host, TSR_ERROR_UNSUPPORTED,
+                             "rope: position_offset %lld with %lld tokens leaves the 32-bit "
+                             "positions the shader computes with",
+                             (long long)a->position_offset, (long long)a->x.shape[1]);
   }
-  const vulkan_fused_config *config = vulkan_fused_config_of(p, op, l.per_item, variant);
-  if (!config) {
-    vulkan_set_error(device->plugin, "vulkan: %s: no variant named %s on this device",
-                     vulkan_op_name(op), variant ? variant : "(heuristic)");
-    return TSR_ERROR_NOT_FOUND;
-  }
-  bool row_op = op == TSR_OP_RMSNORM || op == TSR_OP_LAYERNORM || op == TSR_OP_SOFTMAX ||
-                op == TSR_OP_CROSS_ENTROPY;
-  char name[64];
-  uint32_t spec[3];
-  uint64_t groups;
-  uint32_t threads = config->threads;
-  if (row_op) {
-    if (l.items == 0)
-      return TSR_OK;
-    /* Units of 16 bytes where the tensors allow (8 elements of 16-bit
-     * data: 8-byte units ran at two thirds of a copy's bandwidth on an
-     * H100), else 4 elements, else 1. */
-    uint32_t width = 1;
-    if (l.vec4 && l.per_item % 4 == 0)
-      width = 4;
-    if (l.dtype != TSR_DTYPE_F32 && l.vec8 && l.per_item % 8 == 0)
-      width = 8;
-    vector_params(op, &l, width);
-    uint64_t units = ((uint64_t)l.per_item + width - 1) / width;
-    uint64_t items = (units + threads - 1) / threads;
-    if (items > VULKAN_ROWS_MAX_ITEMS || op == TSR_OP_CROSS_ENTROPY)
-      items = 0;
-    spec[0] = threads;
-    spec[1] = (uint32_t)items;
-    spec[2] = width;
-    snprintf(name, sizeof name, "%s_%s%s", l.family, dtype_suffix(l.dtype),
-             p->subgroup_arithmetic ? "_sg" : "");
-    groups = l.items;
-  } else if (op == TSR_OP_ROPE) {
-    spec[0] = threads;
-    spec[1] = 0;
-    spec[2] = 1;
-    snprintf(name, sizeof name, "%s_%s", l.family, dtype_suffix(l.dtype));
-    groups = ((uint64_t)l.per_item + threads - 1) / threads;
-  } else {
-    uint32_t width = l.vec4 ? 4 : 1;
-    spec[0] = threads;
-    spec[1] = (uint32_t)l.items; /* CONTIG */
-    spec[2] = width;
-    snprintf(name, sizeof name, "%s_%s", l.family, dtype_suffix(l.dtype));
-    uint64_t work = ((uint64_t)l.per_item + width - 1) / width;
-    groups = (work + threads - 1) / threads;
-  }
-  if (groups == 0)
+  const vulkan_fused_config *row = config->row;
+  uint64_t groups = fused_groups(op, &l, row->threads, config->width);
+  if (groups == 0 || !config->pipeline)
     return TSR_OK;
-  const vulkan_pipeline *pipeline = NULL;
-  tsr_status status = vulkan_pipeline_get(device, name, spec, 3, 0, &pipeline);
-  if (status != TSR_OK)
-    return status;
+  if (vulkan_is_row_op(op))
+    vector_params(op, &l, config->width);
   if (op == TSR_OP_CROSS_ENTROPY) {
     const tsr_cross_entropy_args *a = args;
     l.bindings[4] = (vulkan_binding){queue->status->handle, queue->status->offset, 4};
@@ -518,6 +452,8 @@ tsr_status vulkan_ops_run(vulkan_queue *queue, tsr_op op, const void *args, cons
   }
   uint32_t gx, gy;
   fold(groups, p->max_workgroup_count[0], &gx, &gy);
-  return vulkan_dispatch(queue, pipeline, l.bindings, l.n_bindings, &l.push, l.push_bytes, gx, gy,
-                         1);
+  return vulkan_dispatch(queue, config->pipeline, l.bindings, l.n_bindings, &l.push, l.push_bytes,
+                         gx, gy, 1);
 }
+
+const vulkan_op_family vulkan_fused_family = {fused_list, fused_prepare, fused_run};

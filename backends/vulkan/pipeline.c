@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Compute pipelines, built on first use from the embedded SPIR-V (the
  * registry CMake generates) with the caller's specialisation constants, and
- * kept per device until it closes. Every pipeline shares the device's layout
+ * kept per device until it closes, as are the configs op_select prepares
+ * (a variant's row and its pipeline). Every pipeline shares the device's layout
  * (VULKAN_MAX_BINDINGS push descriptors, VULKAN_PUSH_BYTES of push
  * constants). */
 #include <stdio.h>
@@ -96,8 +97,8 @@ static void log_statistics(vulkan_device *device, VkPipeline pipeline, const cha
     if (used >= sizeof line)
       used = sizeof line - 1;
     line[used] = 0;
-    vulkan_log(device->plugin, TSR_LOG_INFO, "pipeline %s (%s): %s", name, executables[e].name,
-               line);
+    tsr_plugin_log(&device->plugin->host, TSR_LOG_INFO, "pipeline %s (%s): %s", name,
+                   executables[e].name, line);
   }
 }
 
@@ -158,8 +159,8 @@ tsr_status vulkan_pipeline_get(vulkan_device *device, const char *name, const ui
                                const vulkan_pipeline **out) {
   const vulkan_shader_blob *blob = vulkan_shader_find(name);
   if (!blob) {
-    vulkan_set_error(device->plugin, "vulkan: no embedded shader named %s", name);
-    return TSR_ERROR_NOT_FOUND;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_NOT_FOUND,
+                           "no embedded shader named %s", name);
   }
   return vulkan_pipeline_get_code(device, blob, spec, n_spec, required_subgroup_size, out);
 }
@@ -170,22 +171,20 @@ tsr_status vulkan_pipeline_get_code(vulkan_device *device, const vulkan_shader_b
   const char *name = blob->name;
   if (n_spec > VULKAN_MAX_SPEC_CONSTANTS ||
       strlen(name) >= sizeof(((vulkan_pipeline_entry *)0)->name)) {
-    vulkan_set_error(device->plugin,
-                     "vulkan: pipeline %s: %u specialisation constants (max %d) or a name of "
-                     "%d characters or more",
-                     name, n_spec, VULKAN_MAX_SPEC_CONSTANTS,
-                     (int)sizeof(((vulkan_pipeline_entry *)0)->name));
-    return TSR_ERROR_INVALID_VALUE;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_INVALID_VALUE,
+                           "pipeline %s: %u specialisation constants (max %d) or a name of "
+                           "%d characters or more",
+                           name, n_spec, VULKAN_MAX_SPEC_CONSTANTS,
+                           (int)sizeof(((vulkan_pipeline_entry *)0)->name));
   }
   const vulkan_device_props *p = device->props;
   if (required_subgroup_size &&
       (!p->subgroup_size_control || required_subgroup_size < p->subgroup_min ||
        required_subgroup_size > p->subgroup_max)) {
-    vulkan_set_error(device->plugin,
-                     "vulkan: pipeline %s wants subgroups of %u; the device allows %u..%u%s", name,
-                     required_subgroup_size, p->subgroup_min, p->subgroup_max,
-                     p->subgroup_size_control ? "" : " (no size control)");
-    return TSR_ERROR_UNSUPPORTED;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_UNSUPPORTED,
+                           "pipeline %s wants subgroups of %u; the device allows %u..%u%s", name,
+                           required_subgroup_size, p->subgroup_min, p->subgroup_max,
+                           p->subgroup_size_control ? "" : " (no size control)");
   }
   pthread_mutex_lock(&device->pipeline_lock);
   for (vulkan_pipeline_entry *e = device->pipelines; e; e = e->next) {
@@ -199,8 +198,8 @@ tsr_status vulkan_pipeline_get_code(vulkan_device *device, const vulkan_shader_b
   tsr_status status = TSR_OK;
   vulkan_pipeline_entry *entry = calloc(1, sizeof *entry);
   if (!entry) {
-    vulkan_set_error(device->plugin, "vulkan: out of host memory for a pipeline");
-    status = TSR_ERROR_OUT_OF_MEMORY;
+    status = tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                             "out of host memory for a pipeline");
   } else {
     snprintf(entry->name, sizeof entry->name, "%s", name);
     if (n_spec)
@@ -229,4 +228,41 @@ void vulkan_pipelines_release(vulkan_device *device) {
     e = next;
   }
   device->pipelines = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Prepared configs (op_select's answers)                                    */
+/* ------------------------------------------------------------------------ */
+
+tsr_status vulkan_config_get(vulkan_device *device, tsr_op op, const char *name, const void *row,
+                             const vulkan_pipeline *pipeline, uint32_t width,
+                             const vulkan_config **out) {
+  pthread_mutex_lock(&device->config_lock);
+  vulkan_config *config = device->configs;
+  while (config && !(config->op == op && config->row == row && config->pipeline == pipeline &&
+                     config->width == width))
+    config = config->next;
+  if (!config) {
+    config = calloc(1, sizeof *config);
+    if (config) {
+      *config = (vulkan_config){name, device->configs, op, row, pipeline, width};
+      device->configs = config;
+    }
+  }
+  pthread_mutex_unlock(&device->config_lock);
+  if (!config)
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for a config");
+  *out = config;
+  return TSR_OK;
+}
+
+void vulkan_configs_release(vulkan_device *device) {
+  vulkan_config *config = device->configs;
+  while (config) {
+    vulkan_config *next = config->next;
+    free(config);
+    config = next;
+  }
+  device->configs = NULL;
 }

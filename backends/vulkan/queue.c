@@ -93,8 +93,8 @@ static void barrier(vulkan_queue *queue, VkPipelineStageFlags dst_stages,
  * earlier one on this queue. */
 static tsr_status prepare(vulkan_queue *queue) {
   if (queue->failed != TSR_OK) {
-    vulkan_set_error(plugin_of(queue), "vulkan: an earlier submission on this queue failed");
-    return queue->failed;
+    return tsr_plugin_fail(&plugin_of(queue)->host, queue->failed,
+                           "an earlier submission on this queue failed");
   }
   tsr_status status = begin(queue);
   if (status != TSR_OK)
@@ -132,8 +132,8 @@ tsr_status vulkan_queue_flush(vulkan_queue *queue, bool wait) {
       vulkan_submission *grown = realloc(queue->flight, capacity * sizeof *grown);
       if (!grown) {
         device->vk.vkFreeCommandBuffers(device->handle, queue->pool, 1, &command);
-        vulkan_set_error(device->plugin, "vulkan: out of host memory for a submission");
-        return TSR_ERROR_OUT_OF_MEMORY;
+        return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                               "out of host memory for a submission");
       }
       queue->flight = grown;
       queue->flight_capacity = capacity;
@@ -185,19 +185,17 @@ tsr_status vulkan_dispatch(vulkan_queue *queue, const vulkan_pipeline *pipeline,
   vulkan_device *device = queue->device;
   const vulkan_device_props *p = device->props;
   if (n_bindings > VULKAN_MAX_BINDINGS || push_bytes > VULKAN_PUSH_BYTES) {
-    vulkan_set_error(device->plugin,
-                     "vulkan: a dispatch with %u bindings and %u push bytes "
-                     "(max %d and %d)",
-                     n_bindings, push_bytes, VULKAN_MAX_BINDINGS, VULKAN_PUSH_BYTES);
-    return TSR_ERROR_INVALID_VALUE;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_INVALID_VALUE,
+                           "a dispatch with %u bindings and %u push bytes "
+                           "(max %d and %d)",
+                           n_bindings, push_bytes, VULKAN_MAX_BINDINGS, VULKAN_PUSH_BYTES);
   }
   if (groups_x > p->max_workgroup_count[0] || groups_y > p->max_workgroup_count[1] ||
       groups_z > p->max_workgroup_count[2]) {
-    vulkan_set_error(device->plugin,
-                     "vulkan: %u x %u x %u workgroups exceed the device's %u x %u x %u", groups_x,
-                     groups_y, groups_z, p->max_workgroup_count[0], p->max_workgroup_count[1],
-                     p->max_workgroup_count[2]);
-    return TSR_ERROR_UNSUPPORTED;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_UNSUPPORTED,
+                           "%u x %u x %u workgroups exceed the device's %u x %u x %u", groups_x,
+                           groups_y, groups_z, p->max_workgroup_count[0], p->max_workgroup_count[1],
+                           p->max_workgroup_count[2]);
   }
   if (groups_x == 0 || groups_y == 0 || groups_z == 0)
     return TSR_OK;
@@ -242,10 +240,10 @@ tsr_status vulkan_fill(vulkan_queue *queue, const vulkan_binding *b, uint64_t by
 tsr_status vulkan_queue_scratch(vulkan_queue *queue, uint64_t bytes, vulkan_binding *out) {
   vulkan_device *device = queue->device;
   if (bytes > device->props->max_storage_range) {
-    vulkan_set_error(
-        device->plugin, "vulkan: %llu bytes of scratch exceed the device's storage range of %llu",
-        (unsigned long long)bytes, (unsigned long long)device->props->max_storage_range);
-    return TSR_ERROR_UNSUPPORTED;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_UNSUPPORTED,
+                           "%llu bytes of scratch exceed the device's storage range of %llu",
+                           (unsigned long long)bytes,
+                           (unsigned long long)device->props->max_storage_range);
   }
   if (!queue->scratch || queue->scratch->bytes < bytes) {
     /* Work already queued may use the old scratch: let it finish first. */
@@ -273,9 +271,9 @@ tsr_status vulkan_queue_upload(vulkan_queue *queue, const void *data, uint32_t b
                                vulkan_binding *out) {
   vulkan_device *device = queue->device;
   if (bytes == 0 || bytes % 4 || bytes > VULKAN_UPLOAD_BYTES) {
-    vulkan_set_error(device->plugin, "vulkan: an upload of %u bytes (a multiple of 4 from 4 to %d)",
-                     bytes, VULKAN_UPLOAD_BYTES);
-    return TSR_ERROR_INVALID_VALUE;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_INVALID_VALUE,
+                           "an upload of %u bytes (a multiple of 4 from 4 to %d)", bytes,
+                           VULKAN_UPLOAD_BYTES);
   }
   if (!queue->upload) {
     tsr_status status = vulkan_buffer_create(device, VULKAN_UPLOAD_BYTES, false, &queue->upload);
@@ -325,8 +323,8 @@ tsr_status vulkan_queue_create(void *handle, void **out) {
   if (!queue || !spare) {
     free(queue);
     free(spare);
-    vulkan_set_error(device->plugin, "vulkan: out of host memory for a queue");
-    return TSR_ERROR_OUT_OF_MEMORY;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for a queue");
   }
   queue->device = device;
   queue->spare = spare;
@@ -406,10 +404,9 @@ void vulkan_queue_destroy(void *handle) {
 static bool check_range(const vulkan_plugin *plugin, const char *what, const vulkan_buffer *buffer,
                         uint64_t offset, uint64_t bytes) {
   if (offset > buffer->bytes || bytes > buffer->bytes - offset) {
-    vulkan_set_error(plugin, "vulkan: %s of %llu bytes at offset %llu overruns a buffer of %llu",
-                     what, (unsigned long long)bytes, (unsigned long long)offset,
-                     (unsigned long long)buffer->bytes);
-    return false;
+    return tsr_plugin_fail(
+        &plugin->host, false, "%s of %llu bytes at offset %llu overruns a buffer of %llu", what,
+        (unsigned long long)bytes, (unsigned long long)offset, (unsigned long long)buffer->bytes);
   }
   return true;
 }
@@ -559,8 +556,7 @@ tsr_status vulkan_queue_finish(void *handle) {
   if (queue->failed != TSR_OK) {
     status = queue->failed;
     queue->failed = TSR_OK;
-    vulkan_set_error(plugin, "vulkan: queued work failed on the device");
-    return status;
+    return tsr_plugin_fail(&plugin->host, status, "queued work failed on the device");
   }
   if (status != TSR_OK || !queue->status_armed)
     return status;
@@ -576,12 +572,11 @@ tsr_status vulkan_queue_finish(void *handle) {
       status = vulkan_queue_flush(queue, true);
     if (status != TSR_OK)
       return status;
-    vulkan_set_error(plugin,
-                     "cross_entropy: targets[%d] is outside [0, %lld) and is not ignore_index "
-                     "(%lld); its loss is NaN",
-                     (int)bad_row, (long long)queue->status_vocab,
-                     (long long)queue->status_ignore_index);
-    return TSR_ERROR_INVALID_VALUE;
+    return tsr_plugin_fail(
+        &plugin->host, TSR_ERROR_INVALID_VALUE,
+        "cross_entropy: targets[%d] is outside [0, %lld) and is not ignore_index "
+        "(%lld); its loss is NaN",
+        (int)bad_row, (long long)queue->status_vocab, (long long)queue->status_ignore_index);
   }
   return TSR_OK;
 }
@@ -600,8 +595,8 @@ tsr_status vulkan_event_record(void *handle, void **out) {
   vulkan_device *device = queue->device;
   vulkan_event *event = calloc(1, sizeof *event);
   if (!event) {
-    vulkan_set_error(device->plugin, "vulkan: out of host memory for an event");
-    return TSR_ERROR_OUT_OF_MEMORY;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for an event");
   }
   event->queue = queue;
   event->serial = UINT64_MAX;
@@ -649,18 +644,16 @@ tsr_status vulkan_event_elapsed_ms(void *start_handle, void *end_handle, double 
   vulkan_queue *queue = start->queue;
   vulkan_device *device = queue->device;
   if (start->serial == UINT64_MAX || end->serial == UINT64_MAX || queue != end->queue) {
-    vulkan_set_error(device->plugin, "vulkan: %s",
-                     queue != end->queue
-                         ? "events of two different queues cannot be timed against each other"
-                         : "this device's compute queue has no timestamps");
-    return TSR_ERROR_UNSUPPORTED;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_UNSUPPORTED, "%s",
+                           queue != end->queue
+                               ? "events of two different queues cannot be timed against each other"
+                               : "this device's compute queue has no timestamps");
   }
   uint64_t oldest = start->serial < end->serial ? start->serial : end->serial;
   if (queue->queries_used - oldest > QUERY_COUNT) {
-    vulkan_set_error(device->plugin,
-                     "vulkan: an event is more than %d events old; its timestamp was reused",
-                     QUERY_COUNT);
-    return TSR_ERROR_INVALID_VALUE;
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_INVALID_VALUE,
+                           "an event is more than %d events old; its timestamp was reused",
+                           QUERY_COUNT);
   }
   tsr_status status = submit_event(start);
   if (status == TSR_OK)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internal declarations of the Vulkan plugin, shared by the host files
- * (plugin.c, device.c, memory.c, pipeline.c, ops.c, configs.c) and the GEMM /
- * attention launches (ops_matrix.c). Not installed.
+/* Internal declarations of the Vulkan plugin, shared by its files (plugin.c,
+ * instance.c, device.c, memory.c, queue.c, pipeline.c, spirv_rewrite.c,
+ * configs.c, ops.c, ops_gemm.c, ops_attention.c). Not installed.
  *
  * Shaders
  * -------
@@ -50,9 +50,9 @@
 
 #include "loader.h"
 #include "tessera/plugin.h"
+#include "tessera/plugin_helper.h"
 
 enum {
-  VULKAN_MESSAGE_CAPACITY = 512,
   VULKAN_MAX_BINDINGS = 8,
   VULKAN_PUSH_BYTES = 128,
   VULKAN_MAX_SPEC_CONSTANTS = 16,
@@ -113,7 +113,7 @@ typedef struct vulkan_device_props {
 } vulkan_device_props;
 
 typedef struct vulkan_plugin {
-  tsr_host_services host;
+  tsr_plugin_host host; /* tsr_plugin_log, tsr_plugin_fail ("vulkan: ..."), tsr_plugin_env */
   vulkan_loader loader; /* library NULL: no loader, no devices */
   VkInstance instance;
   size_t objects_before_instance;     /* shared objects loaded before it (loader.h) */
@@ -165,6 +165,8 @@ typedef struct vulkan_device {
   bool pipeline_stats;
   bool coopmat_force_nv;  /* TESSERA_VULKAN_COOPMAT_NV: the NV build even where KHR exists */
   uint32_t coopmat_probe; /* TESSERA_VULKAN_COOPMAT_PROBE (gemm_coopmat.comp), 0: off */
+  pthread_mutex_t config_lock;
+  struct vulkan_config *configs; /* what op_select prepared (pipeline.c) */
 } vulkan_device;
 
 /* A command buffer in flight, retired when the timeline passes `value`. */
@@ -229,18 +231,18 @@ typedef struct vulkan_shader_blob {
   size_t bytes;
 } vulkan_shader_blob;
 
-/* ---- helpers (plugin.c) ---- */
-
-void vulkan_set_error(const vulkan_plugin *plugin, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void vulkan_log(const vulkan_plugin *plugin, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Sets "vulkan: <what>: <VkResult name>" and returns TSR_ERROR_BACKEND
- * (TSR_ERROR_OUT_OF_MEMORY for the out-of-memory results). */
+/* Sets "vulkan: <what>: <VkResult name>" (tsr_plugin_fail; instance.c) and returns
+ * TSR_ERROR_BACKEND (TSR_ERROR_OUT_OF_MEMORY for the out-of-memory
+ * results). */
 tsr_status vulkan_fail(const vulkan_plugin *plugin, VkResult result, const char *what);
-const char *vulkan_op_name(tsr_op op);
 
-/* ---- ABI entries outside plugin.c (device.c, memory.c, queue.c) ---- */
+/* ---- ABI entries outside plugin.c (instance.c, device.c, memory.c, queue.c) ---- */
+
+tsr_status vulkan_init(const tsr_host_services_v2 *host, void **plugin, char *reason,
+                       size_t reason_capacity);
+void vulkan_shutdown(void *plugin);
+uint32_t vulkan_device_count(void *plugin);
+tsr_status vulkan_device_info(void *plugin, uint32_t index, tsr_device_info *info);
 
 tsr_status vulkan_device_open(void *plugin, uint32_t index, void **device);
 void vulkan_device_close(void *device);
@@ -278,6 +280,11 @@ tsr_status vulkan_pipeline_get(vulkan_device *device, const char *name, const ui
 tsr_status vulkan_pipeline_get_code(vulkan_device *device, const vulkan_shader_blob *blob,
                                     const uint32_t *spec, uint32_t n_spec,
                                     uint32_t required_subgroup_size, const vulkan_pipeline **out);
+/* The pipeline of a cooperative-matrix build (spirv_rewrite.c): the KHR
+ * rewrite of its SPIR-V where the device lists the shape under
+ * VK_KHR_cooperative_matrix, else the NV build in subgroups of 32. */
+tsr_status vulkan_coopmat_pipeline(vulkan_device *device, const char *name, const uint32_t *spec,
+                                   uint32_t n_spec, const vulkan_pipeline **out);
 
 /* ---- memory (memory.c) ---- */
 
@@ -292,12 +299,18 @@ void vulkan_memory_release(vulkan_device *device); /* every block, at device_clo
  * of the tensor's first element from the binding's start, in elements of the
  * tensor's dtype (a shader reading 16-bit data as 32-bit words handles an odd
  * *first itself). False (with `why`) when the tensor does not fit one
- * binding or *first exceeds 32 bits. */
+ * binding or *first exceeds 32 bits, decided on the alignment of the
+ * tensor's first byte rather than its exact offset (the same answer for
+ * every problem of one signature). */
 bool vulkan_bind_tensor(const vulkan_device *device, const tsr_plugin_tensor *t,
                         vulkan_binding *out, uint32_t *first, char *why, size_t why_capacity);
 /* Elements from a tensor's first element to one past its last (strides are
  * non-negative after validation). */
 int64_t vulkan_tensor_span(const tsr_plugin_tensor *t);
+/* A stride as the shaders take it: 0 along extents of 1 (whatever the
+ * caller gave there), else the element stride, which fits 32 bits once the
+ * tensor fits one binding. */
+uint32_t vulkan_stride_of(const tsr_plugin_tensor *t, int dim);
 
 /* ---- queues (queue.c) ---- */
 
@@ -327,35 +340,51 @@ tsr_status vulkan_queue_upload(vulkan_queue *queue, const void *data, uint32_t b
 /* Submits the open command buffer (if any); wait: also waits for the queue. */
 tsr_status vulkan_queue_flush(vulkan_queue *queue, bool wait);
 
-/* ---- fused ops (ops.c) and their configs (configs.c) ---- */
+/* ---- ops: configs op_select prepares, op_run records with ----
+ * The core caches op_select's answer per problem signature (plugin.h): what
+ * a config holds is decided from the signature alone (shapes, strides,
+ * dtypes, which tensors are present, the alignment of each tensor's first
+ * byte up to 256 bytes); exact offsets, rope's position_offset and grouped
+ * GEMM's group sizes are read by run only. */
 
-tsr_status vulkan_ops_variants(const vulkan_device *device, tsr_op op, const void *args,
-                               tsr_plugin_variant_list *out, char *why, size_t why_capacity);
-/* op_supported of a fused op without building its variant list. */
-tsr_status vulkan_ops_supported(const vulkan_device *device, tsr_op op, const void *args, char *why,
-                                size_t why_capacity);
-tsr_status vulkan_ops_run(vulkan_queue *queue, tsr_op op, const void *args, const char *variant);
+/* A prepared config, op_select's `config`: the variant's row and the
+ * pipeline built for the problem, kept per device until device_close (one
+ * per op, row, pipeline and width), so op_run looks nothing up. */
+typedef struct vulkan_config {
+  const char *name; /* the variant: the row's name */
+  struct vulkan_config *next;
+  tsr_op op;
+  const void *row;                 /* the variant's row in its configs.c table */
+  const vulkan_pipeline *pipeline; /* NULL: the problem is empty, nothing runs */
+  uint32_t width;                  /* fused ops: elements per vector unit */
+} vulkan_config;
 
-/* ---- GEMM, grouped GEMM, attention (ops_matrix.c, the other half) ----
- * vulkan_matrix_variants lists the variants of TSR_OP_GEMM,
- * TSR_OP_GROUPED_GEMM and TSR_OP_ATTENTION that can run this problem on the
- * device (with the heuristic's pick and reason), or returns
- * TSR_ERROR_UNSUPPORTED with the reason in `why`; op_supported is "a list
- * with at least one entry". The vulkan_run_* functions queue the op with the
- * named variant (NULL: the heuristic's pick; a name that is not listed:
- * TSR_ERROR_NOT_FOUND through vulkan_set_error). Their args are copies that
- * live during the call (grouped GEMM's group_sizes too). When ops_matrix.c is
- * not in the tree the build defines VULKAN_HAVE_MATRIX 0 and the plugin
- * reports these ops unsupported. */
-tsr_status vulkan_matrix_variants(const vulkan_device *device, tsr_op op, const void *args,
-                                  tsr_plugin_variant_list *out, char *why, size_t why_capacity);
-tsr_status vulkan_run_gemm(vulkan_queue *queue, const tsr_gemm_args *args, const char *variant);
-tsr_status vulkan_run_grouped_gemm(vulkan_queue *queue, const tsr_grouped_gemm_args *args,
-                                   const char *variant);
-tsr_status vulkan_run_attention(vulkan_queue *queue, const tsr_attention_args *args,
-                                const char *variant);
+/* The device's config for (op, row, pipeline, width), made on first use
+ * (pipeline.c); `name` is the row's. */
+tsr_status vulkan_config_get(vulkan_device *device, tsr_op op, const char *name, const void *row,
+                             const vulkan_pipeline *pipeline, uint32_t width,
+                             const vulkan_config **out);
+void vulkan_configs_release(vulkan_device *device); /* at device_close */
 
-/* Appends a variant to a list (configs.c); false when the list is full. */
-bool vulkan_put_variant(tsr_plugin_variant_list *out, const char *name, const char *description);
+/* One op family (ops.c: the fused ops; ops_gemm.c: GEMM and grouped GEMM;
+ * ops_attention.c: attention). `args` are copies of the op's args (see
+ * tsr_plugin_args_copy) that live during the call.
+ *   list     the variants that can run the problem, with the heuristic's
+ *            pick and reason; else TSR_ERROR_UNSUPPORTED with `why`.
+ *   prepare  the config of `name`, a variant list named for this problem
+ *            (sets the error sentence on failure).
+ *   run      records the op with a config prepare gave for a problem of the
+ *            same signature (sets the error sentence on failure). */
+typedef struct vulkan_op_family {
+  tsr_status (*list)(const vulkan_device *device, tsr_op op, const void *args,
+                     tsr_plugin_variant_list *out, char *why, size_t why_capacity);
+  tsr_status (*prepare)(vulkan_device *device, tsr_op op, const void *args, const char *name,
+                        const vulkan_config **out);
+  tsr_status (*run)(vulkan_queue *queue, tsr_op op, const void *args, const vulkan_config *config);
+} vulkan_op_family;
+
+extern const vulkan_op_family vulkan_fused_family;
+extern const vulkan_op_family vulkan_gemm_family;
+extern const vulkan_op_family vulkan_attention_family;
 
 #endif /* TESSERA_VULKAN_INTERNAL_H */

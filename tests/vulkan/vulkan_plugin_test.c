@@ -10,7 +10,11 @@
  *               range reported by queue_finish (once, then cleared), a
  *               buffer larger than the device-local heap refused as out of
  *               memory with both sizes named (the driver is never asked),
- *               and the pipeline cache written under $XDG_CACHE_HOME/tessera.
+ *               the pipeline cache written under $XDG_CACHE_HOME/tessera, and
+ *               problems of one signature (the core's op cache key: other
+ *               offsets of the same alignment, other group sizes, other rope
+ *               position_offset) run right with the config chosen for the
+ *               first, an out-of-range position_offset refused at run time.
  * TESSERA_PLUGIN_PATH points at a plugins.d holding only the Vulkan plugin. */
 #include <dirent.h>
 #include <math.h>
@@ -21,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tessera/reference.h"
 #include "tessera/tessera.h"
 
 enum { EXIT_SKIP = 77 };
@@ -241,6 +246,135 @@ static void test_bad_target(tsr_device *device, tsr_queue *queue) {
   tsr_buffer_destroy(bo);
 }
 
+/* ---- problems of one signature ---- */
+
+/* One f32 buffer and its host mirror; ops read inputs written from the
+ * mirror and write outputs elsewhere, so the mirror holds every input. */
+enum { SIG_FLOATS = 16384 };
+typedef struct sig_buffer {
+  tsr_buffer *buffer;
+  float host[SIG_FLOATS];
+} sig_buffer;
+
+static const void *sig_host_of(void *user, const tsr_buffer *buffer) {
+  sig_buffer *b = user;
+  return buffer == b->buffer ? b->host : NULL;
+}
+
+/* Runs the op (`run` with `desc`) and compares `count` outputs at byte
+ * offset `out` with the fp64 reference of the same problem. */
+static void sig_check(tsr_device *device, tsr_queue *queue, sig_buffer *b, tsr_op op,
+                      const void *desc, tsr_status (*run)(tsr_queue *, const void *), size_t out,
+                      size_t count, const char *what) {
+  tsr_plugin_any_args args;
+  double *want = calloc(count, sizeof *want);
+  float *got = calloc(count, sizeof *got);
+  tsr_status s = tsr_reference_prepare(device, op, desc, sig_host_of, b, &args, sizeof args);
+  if (s != TSR_OK || !want || !got) {
+    fail("%s: tsr_reference_prepare: %s (%s)", what, tsr_status_name(s), tsr_last_error());
+  } else {
+    if (op == TSR_OP_GROUPED_GEMM)
+      s = tsr_reference_grouped_gemm(&args.grouped_gemm, want);
+    else if (op == TSR_OP_ROPE)
+      s = tsr_reference_rope(&args.rope, want);
+    else
+      s = tsr_reference_rmsnorm(&args.rmsnorm, want, NULL);
+    if (s != TSR_OK)
+      fail("%s: the reference failed: %s", what, tsr_status_name(s));
+    EXPECT_OK(run(queue, desc));
+    EXPECT_OK(tsr_buffer_read(queue, b->buffer, out, got, count * sizeof *got));
+    for (size_t i = 0; i < count; i++)
+      if (!(fabs(got[i] - want[i]) <= 1e-4 * (1.0 + fabs(want[i])))) {
+        fail("%s: output %zu is %.7g, the reference %.7g", what, i, got[i], want[i]);
+        break;
+      }
+  }
+  free(want);
+  free(got);
+}
+
+static tsr_status run_rmsnorm(tsr_queue *queue, const void *desc) {
+  return tsr_rmsnorm(queue, desc);
+}
+static tsr_status run_grouped_gemm(tsr_queue *queue, const void *desc) {
+  return tsr_grouped_gemm(queue, desc);
+}
+static tsr_status run_rope(tsr_queue *queue, const void *desc) {
+  return tsr_rope(queue, desc);
+}
+
+/* The core asks op_select once per signature and runs later problems of
+ * that signature with the same config: what only op_run may decide (exact
+ * offsets, group sizes, rope's position_offset) must be read there. */
+static void test_one_signature(tsr_device *device, tsr_queue *queue) {
+  sig_buffer *b = calloc(1, sizeof *b);
+  if (!b) {
+    fail("out of host memory");
+    return;
+  }
+  for (int i = 0; i < SIG_FLOATS; i++)
+    b->host[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+  EXPECT_OK(tsr_buffer_create(device, sizeof b->host, &b->buffer));
+  if (!b->buffer) {
+    free(b);
+    return;
+  }
+  EXPECT_OK(tsr_buffer_write(queue, b->buffer, 0, b->host, sizeof b->host));
+  char what[96];
+
+  /* rmsnorm [3, 40]: x and y at offsets 16 bytes past a 64-byte boundary,
+   * then 48 (both 16-byte aligned: one signature). */
+  static const size_t x_at[2] = {4096 + 16, 8192 + 48}, y_at[2] = {40960 + 16, 49152 + 48};
+  int64_t rows[2] = {3, 40};
+  for (int i = 0; i < 2; i++) {
+    tsr_rmsnorm_desc d = TSR_RMSNORM_DESC_INIT;
+    d.x = tsr_tensor_make(b->buffer, x_at[i], TSR_DTYPE_F32, 2, rows);
+    d.y = tsr_tensor_make(b->buffer, y_at[i], TSR_DTYPE_F32, 2, rows);
+    snprintf(what, sizeof what, "rmsnorm at offsets %zu, %zu", x_at[i], y_at[i]);
+    sig_check(device, queue, b, TSR_OP_RMSNORM, &d, run_rmsnorm, y_at[i], 3 * 40, what);
+  }
+
+  /* grouped GEMM: a [12, 16], b [3, 16, 8], d [12, 8], three splits of the
+   * 12 rows. */
+  static const int64_t splits[3][3] = {{4, 4, 4}, {0, 1, 11}, {12, 0, 0}};
+  int64_t a_shape[2] = {12, 16}, b_shape[3] = {3, 16, 8}, d_shape[2] = {12, 8};
+  for (int i = 0; i < 3; i++) {
+    tsr_grouped_gemm_desc d = TSR_GROUPED_GEMM_DESC_INIT;
+    d.a = tsr_tensor_make(b->buffer, 0, TSR_DTYPE_F32, 2, a_shape);
+    d.b = tsr_tensor_make(b->buffer, 1024, TSR_DTYPE_F32, 3, b_shape);
+    d.d = tsr_tensor_make(b->buffer, 57344, TSR_DTYPE_F32, 2, d_shape);
+    d.group_sizes = splits[i];
+    d.group_count = 3;
+    snprintf(what, sizeof what, "grouped_gemm with groups %lld, %lld, %lld",
+             (long long)splits[i][0], (long long)splits[i][1], (long long)splits[i][2]);
+    sig_check(device, queue, b, TSR_OP_GROUPED_GEMM, &d, run_grouped_gemm, 57344, 12 * 8, what);
+  }
+
+  /* rope [1, 4, 2, 8] at three position offsets, then one whose positions
+   * leave 32 bits: refused by op_run, and the queue goes on. */
+  static const int64_t positions[3] = {0, 37, 1000};
+  int64_t x_shape[4] = {1, 4, 2, 8};
+  tsr_rope_desc d = TSR_ROPE_DESC_INIT;
+  d.x = tsr_tensor_make(b->buffer, 2048, TSR_DTYPE_F32, 4, x_shape);
+  d.y = tsr_tensor_make(b->buffer, 61440, TSR_DTYPE_F32, 4, x_shape);
+  for (int i = 0; i < 3; i++) {
+    d.position_offset = positions[i];
+    snprintf(what, sizeof what, "rope at position_offset %lld", (long long)positions[i]);
+    sig_check(device, queue, b, TSR_OP_ROPE, &d, run_rope, 61440, 4 * 2 * 8, what);
+  }
+  d.position_offset = INT32_MAX - 2;
+  tsr_status s = tsr_rope(queue, &d);
+  if (s != TSR_ERROR_UNSUPPORTED || !strstr(tsr_last_error(), "vulkan: rope: position_offset"))
+    fail("rope at position_offset 2^31 - 3: %s (%s), not refused by the plugin", tsr_status_name(s),
+         tsr_last_error());
+  d.position_offset = 7;
+  sig_check(device, queue, b, TSR_OP_ROPE, &d, run_rope, 61440, 4 * 2 * 8,
+            "rope after a refused one");
+  EXPECT_OK(tsr_queue_finish(queue));
+  tsr_buffer_destroy(b->buffer);
+  free(b);
+}
+
 /* One byte more than the device-local heap (info.memory_bytes): the plugin
  * must refuse it before asking the driver, as out of memory, saying how
  * large the request and the heap are. */
@@ -298,6 +432,7 @@ static int test_device(void) {
   if (queue) {
     test_buffers(device, queue);
     test_bad_target(device, queue);
+    test_one_signature(device, queue);
   }
   test_larger_than_heap(device, &info);
   tsr_context_destroy(context); /* closes the device: the cache is saved */

@@ -61,7 +61,7 @@ layout(constant_id = 4) const uint RQ = 4;  // query rows per invocation
 const uint TPR = WG / (BR / RQ);
 #else
 const uint DP = DP_C, RQ = RQ_C, TPR = TPR_C; // WG is BR / RQ * TPR
-const uint BC = DP_C > 128 ? 16u : 32u;       // keys per block (ops_matrix.c's tables agree)
+const uint BC = DP_C > 128 ? 16u : 32u;       // keys per block (configs.c's tables agree)
 #endif
 const uint DQ = DP + 4u;   // padded row (floats)
 const uint KPT = BC / TPR; // keys per invocation in the scores

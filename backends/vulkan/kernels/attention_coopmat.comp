@@ -3,7 +3,7 @@
 // Flash attention forward on cooperative matrices (f16 in, f32 accumulate),
 // for head dims of 64 and 128 on devices whose subgroups are 32 wide. The
 // same push constants and bindings as attention.comp; the same NV -> KHR
-// SPIR-V rewrite as gemm_coopmat.comp (ops_matrix.c), hence the same three
+// SPIR-V rewrite as gemm_coopmat.comp (spirv_rewrite.c), hence the same three
 // fragment types: A 16x16 f16, B 16x8 f16, accumulator 16x8 f32.
 //
 // A workgroup is 4 subgroups and takes 64 query rows of one (batch, head),

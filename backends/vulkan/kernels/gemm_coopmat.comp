@@ -4,7 +4,7 @@
 // B 16x8, f16 -> f32, subgroup scope). Written against
 // GL_NV_cooperative_matrix because Debian 12's glslc (glslang 11.13) has no
 // GL_KHR_cooperative_matrix; the plugin rewrites the SPIR-V to
-// SPV_KHR_cooperative_matrix when it loads it (ops_matrix.c). The 16x8 B
+// SPV_KHR_cooperative_matrix when it loads it (spirv_rewrite.c). The 16x8 B
 // fragment is what makes that rewrite possible: A, B and accumulator
 // fragments then have distinct NV types, each of which maps to one KHR
 // matrix use.
@@ -207,7 +207,7 @@ void main() {
 
   // Epilogue, a row of accumulators (16 x 16 WN) at a time, staged as f32
   // in the shared stages (free once every subgroup is past the k loop;
-  // ops_matrix.c checks that they hold a row per subgroup), then stored four
+  // configs.c checks that they hold a row per subgroup), then stored four
   // adjacent columns per invocation and step. Every accumulator index must
   // be a constant, hence the rows spelled out and the column loop unrolled:
   // one indexed by a loop variable puts the whole accumulator array in local
