@@ -333,15 +333,21 @@ tsr_status tsr_device_get_info(tsr_device *device, tsr_device_info *info) {
 }
 
 tsr_status tsr__device_handle(tsr_device *device, const char *call, void **handle) {
+  /* Once open, a device stays open until its context ends: no lock to read. */
+  void *open = __atomic_load_n(&device->handle, __ATOMIC_ACQUIRE);
+  if (open) {
+    *handle = open;
+    return TSR_OK;
+  }
   pthread_mutex_lock(&device->lock);
   tsr_status st = TSR_OK;
   if (!device->handle) {
-    st = device->plugin->table->device_open(device->plugin->state, device->plugin_index,
-                                            &device->handle);
-    if (st != TSR_OK) {
-      device->handle = NULL;
+    void *opened = NULL;
+    st = device->plugin->table->device_open(device->plugin->state, device->plugin_index, &opened);
+    if (st != TSR_OK)
       st = tsr__fail_plugin(st, call, "the plugin could not open the device");
-    }
+    else
+      __atomic_store_n(&device->handle, opened, __ATOMIC_RELEASE);
   }
   *handle = device->handle;
   pthread_mutex_unlock(&device->lock);

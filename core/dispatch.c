@@ -51,12 +51,17 @@ tsr_status tsr_op_run(tsr_queue *queue, tsr_op op, const void *desc) {
   tsr__clear_error();
   if (!queue)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "queue is NULL");
+  uint64_t generation = tsr__tuning_generation();
+  tsr__desc_key key;
+  tsr_status st;
+  if (tsr__op_fast_run(queue, op, desc, call, generation, &key, &st))
+    return st;
   tsr__op_args args;
   void *handle;
-  tsr_status st = prepare(queue->device, op, desc, call, &args, &handle);
+  st = prepare(queue->device, op, desc, call, &args, &handle);
   if (st != TSR_OK)
     return st;
-  return tsr__op_cache_run(queue, handle, &args, call);
+  return tsr__op_cache_run(queue, handle, &args, call, &key, generation);
 }
 
 tsr_status tsr_gemm(tsr_queue *queue, const tsr_gemm_desc *desc) {

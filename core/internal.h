@@ -134,6 +134,7 @@ struct tsr_queue {
   uint64_t bit;                   /* 1 << slot, or TSR__QUEUE_BIT_OVERFLOW */
   uint32_t drainers;              /* threads about to drain it (context->lock) */
   struct tsr__op_cache *op_cache; /* chosen configs by problem signature (lock) */
+  struct tsr__op_fast *op_fast;   /* validated structures of repeated calls (lock) */
 };
 
 struct tsr_event {
@@ -254,14 +255,39 @@ tsr_status tsr__select(tsr_device *device, void *device_handle, const tsr__op_ar
 tsr_status tsr__list_variants(tsr_device *device, void *device_handle, const tsr__op_args *args,
                               const char *call, tsr_plugin_variant_list *list);
 
-/* Per-queue cache of selections by problem signature. */
+/* The repeated-call path (op_fast.c): a descriptor's structure, validated
+ * once per queue, with the buffers checked on each call. */
+#define TSR__DESC_KEY_WORDS 64
+typedef struct tsr__desc_key {
+  bool usable; /* false: this call has no key (it is always validated) */
+  uint32_t count;
+  uint64_t hash;
+  uint64_t words[TSR__DESC_KEY_WORDS];
+} tsr__desc_key;
+typedef struct tsr__op_fast tsr__op_fast;
+void tsr__op_fast_free(tsr__op_fast *fast);
+/* Runs the op when the queue remembers its structure and its buffers pass
+ * the per-call checks (true, with the status); else false, with `key` filled
+ * for tsr__op_fast_remember. Takes and releases queue->lock. */
+bool tsr__op_fast_run(tsr_queue *queue, tsr_op op, const void *desc, const char *call,
+                      uint64_t generation, tsr__desc_key *key, tsr_status *status);
+/* After the validated path ran the op (queue->lock held). */
+void tsr__op_fast_remember(tsr_queue *queue, const tsr__desc_key *key, uint64_t generation,
+                           const tsr__op_args *args, const tsr__selection *selection);
+
+/* Per-queue cache of selections by problem signature (op_cache.c). */
 typedef struct tsr__op_cache tsr__op_cache;
 void tsr__op_cache_free(tsr__op_cache *cache);
 /* Runs a validated op on `queue`: a cached selection when the signature and
- * the tuning generation match, else tsr__select and remember it. Takes and
- * releases queue->lock. */
+ * the tuning generation match, else tsr__select and remember it; then
+ * remembers the call's structure under `key` for the repeated-call path.
+ * Takes and releases queue->lock. */
 tsr_status tsr__op_cache_run(tsr_queue *queue, void *device_handle, const tsr__op_args *args,
-                             const char *call);
+                             const char *call, const tsr__desc_key *key, uint64_t generation);
+/* Marks the op's buffers and queues it with a chosen config (queue->lock
+ * held); the status with the plugin's sentence on failure. */
+tsr_status tsr__op_run_selected(tsr_queue *queue, const tsr__op_args *args,
+                                const tsr__selection *selection, const char *call);
 
 /* ---- the tuning database (tuning_db.c) ---- */
 

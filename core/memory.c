@@ -332,6 +332,7 @@ tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out) {
 static void queue_free(tsr_queue *queue) {
   table_of(queue->device)->queue_destroy(queue->handle);
   tsr__op_cache_free(queue->op_cache);
+  tsr__op_fast_free(queue->op_fast);
   pthread_mutex_destroy(&queue->lock);
   free(queue);
 }

@@ -30,18 +30,72 @@ _Static_assert(offsetof(tsr_gemm_args, a) == offsetof(tsr_attention_args, q) &&
                    offsetof(tsr_gemm_args, a) == offsetof(tsr_cross_entropy_args, logits),
                "plugin args structs start with their tensors");
 
+_Static_assert(sizeof(tsr_plugin_tensor) == 11 * sizeof(uint64_t),
+               "a plugin tensor is 11 words: buffer, offset, dtype and rank, 4 extents, 4 "
+               "strides");
+
+/* The signature, compact: a header word (op, presence and alignment of each
+ * tensor, variant length), the variant's name, each tensor's dtype, rank,
+ * extents and strides, then the op's scalars. */
+enum { TENSOR_WORDS = 9, VARIANT_WORDS = 8, SIGNATURE_WORDS = 1 + VARIANT_WORDS + 5 * 9 + 8 };
+
 typedef struct op_signature {
-  int32_t op;
-  uint8_t align[TSR__OP_MAX_TENSORS];
-  uint8_t pad[3];
-  char variant[64]; /* desc->variant, "" when none */
-  tsr_plugin_any_args args;
+  uint32_t count; /* words in use */
+  uint64_t words[SIGNATURE_WORDS];
 } op_signature;
 
-/* Bytes of a signature that mean something for `op` (a multiple of 8). */
-static size_t signature_bytes(tsr_op op) {
-  size_t bytes = offsetof(op_signature, args) + tsr_plugin_args_size(op);
-  return (bytes + 7) & ~(size_t)7;
+/* Every op's tensor count (args are struct_size, then the tensors). */
+static int tensor_count(tsr_op op) {
+  static const int counts[TSR_OP_COUNT_] = {5, 4, 5, 5, 4, 2, 2, 3, 2, 4};
+  return counts[op];
+}
+
+/* Builds the signature and its hash in one pass; false when it cannot stand
+ * for the call (a variant name longer than any variant's). */
+static bool make_signature(const tsr__op_args *args, op_signature *sig, uint64_t *hash) {
+  const uint64_t *raw = (const uint64_t *)tsr__op_args_pointer(args);
+  int tensors = tensor_count(args->op);
+  uint64_t header = (uint64_t)args->op;
+  for (int t = 0; t < tensors; t++)
+    header |= (uint64_t)(args->tensor_align_log2[t] & 0xf) << (8 + 4 * t); /* 0xf: absent */
+  size_t variant_length = 0;
+  if (args->variant) {
+    variant_length = strnlen(args->variant, VARIANT_WORDS * 8);
+    if (variant_length == VARIANT_WORDS * 8)
+      return false;
+    header |= (uint64_t)(variant_length + 1) << 32;
+  }
+  uint32_t n = 0;
+  uint64_t h = 0x9e3779b97f4a7c15u;
+#define SIGNATURE_ADD(word)                                                                        \
+  do {                                                                                             \
+    uint64_t word_ = (word);                                                                       \
+    sig->words[n++] = word_;                                                                       \
+    h = (h ^ word_) * 0xff51afd7ed558ccdu;                                                         \
+  } while (0)
+  SIGNATURE_ADD(header);
+  if (variant_length) {
+    uint64_t name[VARIANT_WORDS] = {0};
+    memcpy(name, args->variant, variant_length);
+    for (size_t i = 0; i * 8 < variant_length; i++)
+      SIGNATURE_ADD(name[i]);
+  }
+  /* each tensor: its words after buffer and offset */
+  for (int t = 0; t < tensors; t++)
+    for (int i = 0; i < TENSOR_WORDS; i++)
+      SIGNATURE_ADD(raw[1 + 11 * t + 2 + i]);
+  /* the scalars, without rope's position and grouped gemm's sizes */
+  size_t end = tsr_plugin_args_size(args->op) / 8;
+  size_t skip = args->op == TSR_OP_ROPE           ? offsetof(tsr_rope_args, position_offset) / 8
+                : args->op == TSR_OP_GROUPED_GEMM ? offsetof(tsr_grouped_gemm_args, group_sizes) / 8
+                                                  : 0;
+  for (size_t w = 1 + 11 * (size_t)tensors; w < end; w++)
+    SIGNATURE_ADD(w == skip ? 0 : raw[w]);
+#undef SIGNATURE_ADD
+  sig->count = n;
+  h ^= h >> 32;
+  *hash = h ? h : 1;
+  return true;
 }
 
 #define CACHE_SLOTS 64 /* a power of two; a model's distinct problems per queue */
@@ -61,45 +115,8 @@ void tsr__op_cache_free(tsr__op_cache *cache) {
   free(cache);
 }
 
-/* false when the signature cannot stand for the call (a variant name longer
- * than any variant's). */
-static bool make_signature(const tsr__op_args *args, op_signature *sig) {
-  size_t bytes = signature_bytes(args->op);
-  memset(sig, 0, bytes);
-  sig->op = (int32_t)args->op;
-  if (args->variant) {
-    size_t length = strnlen(args->variant, sizeof sig->variant);
-    if (length == sizeof sig->variant)
-      return false;
-    memcpy(sig->variant, args->variant, length);
-  }
-  memcpy(sig->align, args->tensor_align_log2, sizeof sig->align);
-  memcpy(&sig->args, tsr__op_args_pointer(args), tsr_plugin_args_size(args->op));
-  tsr_plugin_tensor *tensors =
-      (tsr_plugin_tensor *)((char *)&sig->args + offsetof(tsr_gemm_args, a));
-  for (int t = 0; t < TSR__OP_MAX_TENSORS; t++) {
-    if (args->tensor_align_log2[t] == 0xff)
-      continue; /* absent, or past the op's tensors: left as copied */
-    tensors[t].buffer = (void *)(uintptr_t)1;
-    tensors[t].offset = 0;
-  }
-  if (args->op == TSR_OP_ROPE)
-    sig->args.rope.position_offset = 0;
-  else if (args->op == TSR_OP_GROUPED_GEMM)
-    sig->args.grouped_gemm.group_sizes = NULL;
-  return true;
-}
-
-static uint64_t hash_signature(const op_signature *sig, size_t bytes) {
-  const unsigned char *p = (const unsigned char *)sig;
-  uint64_t h = 0x9e3779b97f4a7c15u;
-  for (size_t i = 0; i < bytes; i += 8) {
-    uint64_t word;
-    memcpy(&word, p + i, sizeof word);
-    h = (h ^ word) * 0xff51afd7ed558ccdu;
-    h ^= h >> 29;
-  }
-  return h ? h : 1;
+static bool same_signature(const op_signature *a, const op_signature *b) {
+  return a->count == b->count && !memcmp(a->words, b->words, a->count * sizeof a->words[0]);
 }
 
 static tsr_status run_selected(tsr_queue *queue, const tsr__op_args *args,
@@ -116,31 +133,28 @@ static void mark_buffers(tsr_queue *queue, const tsr__op_args *args) {
     tsr__buffer_mark(args->buffers[i], queue);
 }
 
-static tsr_status run_and_report(tsr_queue *queue, const tsr__op_args *args,
-                                 const tsr__selection *selection, const char *call) {
+tsr_status tsr__op_run_selected(tsr_queue *queue, const tsr__op_args *args,
+                                const tsr__selection *selection, const char *call) {
   mark_buffers(queue, args);
   tsr_status st = run_selected(queue, args, selection);
   return st == TSR_OK ? TSR_OK : tsr__fail_plugin(st, call, "the plugin could not queue the op");
 }
 
 tsr_status tsr__op_cache_run(tsr_queue *queue, void *device_handle, const tsr__op_args *args,
-                             const char *call) {
+                             const char *call, const tsr__desc_key *key, uint64_t generation) {
   tsr_status st;
   op_signature sig;
-  size_t bytes = signature_bytes(args->op);
-  if (!make_signature(args, &sig)) {
+  uint64_t hash;
+  if (!make_signature(args, &sig, &hash)) {
     /* Not one to remember: chosen for this call alone. */
     tsr__selection selection;
     pthread_mutex_lock(&queue->lock);
     st = tsr__select(queue->device, device_handle, args, call, &selection, NULL);
     if (st == TSR_OK)
-      st = run_and_report(queue, args, &selection, call);
+      st = tsr__op_run_selected(queue, args, &selection, call);
     pthread_mutex_unlock(&queue->lock);
     return st;
   }
-  uint64_t hash = hash_signature(&sig, bytes);
-  uint64_t generation = tsr__tuning_generation();
-
   pthread_mutex_lock(&queue->lock);
   if (!queue->op_cache && !(queue->op_cache = calloc(1, sizeof *queue->op_cache))) {
     pthread_mutex_unlock(&queue->lock);
@@ -148,18 +162,21 @@ tsr_status tsr__op_cache_run(tsr_queue *queue, void *device_handle, const tsr__o
   }
   cache_entry *entry = &queue->op_cache->entries[hash & (CACHE_SLOTS - 1)];
   if (entry->hash != hash || entry->generation != generation ||
-      memcmp(&entry->signature, &sig, bytes)) {
+      !same_signature(&entry->signature, &sig)) {
     entry->hash = 0; /* empty until the new selection is whole */
     st = tsr__select(queue->device, device_handle, args, call, &entry->selection, NULL);
     if (st != TSR_OK) {
       pthread_mutex_unlock(&queue->lock);
       return st;
     }
-    memcpy(&entry->signature, &sig, bytes);
+    entry->signature.count = sig.count;
+    memcpy(entry->signature.words, sig.words, sig.count * sizeof sig.words[0]);
     entry->generation = generation;
     entry->hash = hash;
   }
-  st = run_and_report(queue, args, &entry->selection, call);
+  st = tsr__op_run_selected(queue, args, &entry->selection, call);
+  if (st == TSR_OK)
+    tsr__op_fast_remember(queue, key, generation, args, &entry->selection);
   pthread_mutex_unlock(&queue->lock);
   return st;
 }

@@ -517,9 +517,10 @@ static void record_alignments(const checker *ck, tsr__op_args *out) {
     const tsr_plugin_tensor *p = &tensors[t];
     if (!p->buffer)
       continue;
+    /* Validators add slots in the args' order: slot t first, then a search. */
     unsigned align = 8;
-    for (int i = 0; i < ck->count; i++) {
-      const tsr_tensor *d = ck->slots[i].tensor;
+    for (int k = 0; k < ck->count; k++) {
+      const tsr_tensor *d = ck->slots[(t + k) % ck->count].tensor;
       if (d->buffer && d->buffer->handle == p->buffer && d->offset == p->offset) {
         align = d->buffer->address_align_log2;
         break;
@@ -546,13 +547,22 @@ tsr_status tsr__validate_op(tsr_device *device, tsr_op op, const void *desc, con
     return tsr__fail(TSR_ERROR_INVALID_VALUE, call, "op = %d is not a tsr_op (0 to %d)", (int)op,
                      TSR_OP_COUNT_ - 1);
 
+  /* Slots are cleared as they are added; of `out`, the header here, each
+   * tensor by its conversion and the scalars' words (padding included, which
+   * the op cache's signature reads) below. */
   checker ck;
-  memset(&ck, 0, sizeof ck);
   ck.device = device;
   ck.call = call;
   ck.op_name = op_name;
-  memset(out, 0, sizeof *out);
+  ck.count = 0;
   out->op = op;
+  out->variant = NULL;
+  out->buffer_count = 0;
+  size_t args_end = tsr_plugin_args_size(op);
+  size_t tensors_end =
+      offsetof(tsr_gemm_args, a) + (size_t)tensor_count(op) * sizeof(tsr_plugin_tensor);
+  if (args_end > tensors_end)
+    memset((char *)&out->u + tensors_end, 0, args_end - tensors_end);
 
   tsr_status status = TSR_ERROR_INVALID_VALUE;
   switch (op) {

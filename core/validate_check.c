@@ -192,7 +192,7 @@ tsr_status ck_check_extents(checker *ck) {
     size_t end = 0;
     if (!overflow) {
       overflow |= __builtin_add_overflow(last, (int64_t)1, &bytes);
-      overflow |= __builtin_mul_overflow(bytes, (int64_t)tsr_dtype_size(t->dtype), &bytes);
+      overflow |= __builtin_mul_overflow(bytes, (int64_t)tsr_plugin_dtype_size(t->dtype), &bytes);
     }
     if (!overflow)
       overflow |= __builtin_add_overflow(t->offset, (size_t)bytes, &end);
@@ -212,7 +212,7 @@ tsr_status ck_check_bounds(const checker *ck) {
     const tsr_buffer *buffer = s->tensor->buffer;
     /* Kernels load whole elements (and vectors of them): an element never
      * straddles its natural alignment. */
-    size_t element = tsr_dtype_size(s->tensor->dtype);
+    size_t element = tsr_plugin_dtype_size(s->tensor->dtype);
     if (buffer != NULL && element > 1 && s->tensor->offset % element != 0)
       return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
                        "%s.offset = %zu is not a multiple of the %s element size (%zu)", s->name,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What the parts of `tessera bench` share: its options, a device's
- * calibration, a timed row, and the acceptance suites' criteria.
- * cmd_bench.c calibrates and times, bench_suites.c holds the rows and judges
- * the criteria, bench_report.c prints the table and writes the JSON. */
+/* What the parts of `tessera bench` share: its options, a suite (rows and
+ * criteria, read from a .suite file), a device's calibration and a timed
+ * row. cmd_bench.c calibrates and times, bench_suite_file.c finds and reads
+ * suite files, bench_suites.c judges the criteria, bench_report.c prints the
+ * table and writes the JSON. */
 #ifndef TESSERA_TOOLS_BENCH_H
 #define TESSERA_TOOLS_BENCH_H
 
@@ -15,7 +16,63 @@
 #include "openblas.h"
 #include "problem.h"
 
-typedef enum bench_suite { SUITE_DEFAULT, SUITE_CPU, SUITE_CUDA, SUITE_VULKAN } bench_suite;
+/* ---- suites (read by bench_suite_file.c, judged by bench_suites.c) ---- */
+
+typedef enum criterion_kind {
+  OVER_OPENBLAS,     /* OpenBLAS time (one variant) / tessera time */
+  OVER_CUBLASLT,     /* cuBLASLt time (same buffers, same run) / tessera time */
+  TFLOPS_AT_LEAST,   /* TFLOP/s (threshold in TFLOP/s) */
+  OVER_OWN_RATE,     /* GFLOP/s / GFLOP/s of another row */
+  WEIGHTS_OVER_COPY, /* GB/s of B (the weights) / copy bandwidth */
+  BYTES_OVER_COPY,   /* GB/s / copy bandwidth */
+  /* against the same row on the suite's reference device (the first device
+   * of its `reference` backend, in the same run) */
+  OVER_REFERENCE_CUBLASLT, /* cuBLASLt time there / this device's time */
+  OVER_REFERENCE_RATE      /* this device's GFLOP/s / tessera's there */
+} criterion_kind;
+
+typedef struct suite_criterion {
+  int row;
+  criterion_kind kind;
+  int reference; /* OVER_OPENBLAS: the variant; OVER_OWN_RATE: the row */
+  double threshold;
+  bool supplementary; /* not part of the acceptance: shown for context, tallied apart */
+} suite_criterion;
+
+#define BENCH_MAX_ROWS 64
+#define BENCH_MAX_CRITERIA 128
+#define BENCH_SUITE_NAME_MAX 64
+
+/* When a row runs (a suite file's `short` and `full` flags). */
+typedef enum suite_row_runs { ROW_ALWAYS, ROW_SHORT_ONLY, ROW_FULL_ONLY } suite_row_runs;
+
+/* A suite as its file (docs/BENCHMARKS.md) describes it. */
+typedef struct bench_suite {
+  char name[BENCH_SUITE_NAME_MAX]; /* the file's name without .suite */
+  char about[256];                 /* what it measures */
+  int row_count;
+  problem_spec rows[BENCH_MAX_ROWS];
+  suite_row_runs row_runs[BENCH_MAX_ROWS];
+  int criterion_count;
+  suite_criterion criteria[BENCH_MAX_CRITERIA];
+  char runs_on[32];         /* "": every device; "cpu": CPU devices; else a backend */
+  char reference[32];       /* "": none; else the backend of the reference device */
+  char default_devices[64]; /* without --device/--all: "" (the usual), "all", or a selector */
+  bool cpu_when_named;      /* CPU devices run it only when named with --device */
+} bench_suite;
+
+/* Reads the suite `name_or_path`: a path (with a '/') is read as it is; a
+ * name is NAME.suite in the installed suites directory (short names cpu,
+ * cuda and vulkan stand for the suites they used to be). Prints why not and
+ * returns false on failure (a file's errors name FILE:LINE). */
+bool bench_suite_load(const char *name_or_path, bench_suite *suite);
+/* Reads a suite from memory: what bench_suite_load does after reading
+ * `path` (only named in messages). */
+bool bench_suite_parse(const char *path, const char *text, size_t length, bench_suite *suite);
+/* The installed suites directory ("" where none is found). */
+const char *bench_suites_dir(void);
+/* "CUDA" for cuda, and so on: a backend as the suites' messages name it. */
+const char *bench_backend_label(const char *backend);
 
 typedef struct bench_options {
   const char *selectors[MAX_SELECTED_DEVICES];
@@ -23,12 +80,13 @@ typedef struct bench_options {
   bool all;
   tsr_op op;         /* TSR_OP_COUNT_: every op */
   tsr_dtype dtype;   /* TSR_DTYPE_INVALID: every dtype */
-  const char *shape; /* suite default: the shape to time (needs op); else a filter */
+  const char *shape; /* the shape to time (needs op), or in a suite with criteria a filter */
   bool causal;       /* attention: causal (with shape: the row's, else a filter) */
   bool short_run;
   bool list; /* print the rows each device would run; time nothing */
   const char *json_path;
-  bench_suite suite;
+  const char *suite_arg;    /* --suite as given; NULL: none */
+  bench_suite *suite;       /* the suite read; NULL when none is needed (--op with --shape) */
   tsr_compute_mode compute; /* f32 GEMM rows: strict or tf32 */
 } bench_options;
 
@@ -90,28 +148,7 @@ typedef struct bench_row {
   bool failed;
 } bench_row;
 
-/* ---- rows and suites (bench_suites.c) ---- */
-
-typedef enum criterion_kind {
-  OVER_OPENBLAS,     /* OpenBLAS time (one variant) / tessera time */
-  OVER_CUBLASLT,     /* cuBLASLt time (same buffers, same run) / tessera time */
-  TFLOPS_AT_LEAST,   /* TFLOP/s (threshold in TFLOP/s) */
-  OVER_OWN_RATE,     /* GFLOP/s / GFLOP/s of another row */
-  WEIGHTS_OVER_COPY, /* GB/s of B (the weights) / copy bandwidth */
-  BYTES_OVER_COPY,   /* GB/s / copy bandwidth */
-  /* against the same row on the reference device (suite vulkan: the first
-   * CUDA device, in the same run) */
-  OVER_REFERENCE_CUBLASLT, /* cuBLASLt time there / this device's time */
-  OVER_REFERENCE_RATE      /* this device's GFLOP/s / tessera's there */
-} criterion_kind;
-
-typedef struct suite_criterion {
-  int row;
-  criterion_kind kind;
-  int reference; /* OVER_OPENBLAS: the variant; OVER_OWN_RATE: the row */
-  double threshold;
-  bool supplementary; /* not in the words; shown for context */
-} suite_criterion;
+/* ---- judging (bench_suites.c) ---- */
 
 typedef struct criterion_result {
   char device[48];
@@ -126,21 +163,20 @@ typedef struct criterion_result {
   bool supplementary;
 } criterion_result;
 
-#define BENCH_MAX_ROWS 32
-
-/* The rows of a suite (SUITE_DEFAULT: the default rows, smaller with
- * short_run) into rows[BENCH_MAX_ROWS]; returns their number. */
-int bench_suite_rows(bench_suite suite, bool short_run, problem_spec *rows);
-/* The suite's criteria (NULL and 0 for SUITE_DEFAULT). */
-const suite_criterion *bench_suite_criteria(bench_suite suite, int *count);
-/* "default", "cpu", "cuda", "vulkan". */
-const char *bench_suite_name(bench_suite suite);
 /* Judges one criterion on a device's rows (`row_present`: which ran);
- * `reference_rows`: the reference device's rows (suite vulkan), or NULL. */
+ * `reference_rows`: the rows of the suite's reference device
+ * (`reference_device`, of backend `reference_backend`), or NULL. */
 void bench_judge(const suite_criterion *c, const bench_row *device_rows, const bool *row_present,
                  const bench_row *reference_rows, const char *reference_device,
-                 const device_calibration *cal, const problem_spec *specs,
-                 criterion_result *result);
+                 const char *reference_backend, const device_calibration *cal,
+                 const problem_spec *specs, criterion_result *result);
+/* Why `suite` does not run on this device (NULL: it does); `named`: the
+ * devices were named with --device. */
+const char *bench_suite_skip_reason(const bench_suite *suite, const tsr_device_info *info,
+                                    bool named, char *buf, size_t capacity);
+/* Whether the suite judges its criteria on this device (not on its
+ * reference devices). */
+bool bench_suite_judges(const bench_suite *suite, const tsr_device_info *info);
 
 /* ---- output (bench_report.c) ---- */
 
@@ -148,7 +184,7 @@ void bench_judge(const suite_criterion *c, const bench_row *device_rows, const b
 void bench_print_header(bool cpu);
 void bench_print_row(const bench_row *row, bool cpu);
 void bench_print_legend(void);
-void bench_print_criteria(const criterion_result *results, int count, bench_suite suite);
+void bench_print_criteria(const criterion_result *results, int count, const bench_suite *suite);
 /* The JSON report; `filters` as given on the command line. */
 bool bench_write_json(const char *path, const bench_options *o, const filter_text *filters,
                       const bench_row *rows, int row_count, const device_calibration *cals,

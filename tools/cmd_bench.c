@@ -7,8 +7,9 @@
  * OpenBLAS's cblas_sgemm on the same inputs in the same run: as installed,
  * with OPENBLAS_CORETYPE=SkylakeX (its fastest kernels on AVX-512) and with
  * Prescott (what its detection falls back to on CPUs it does not know).
- * The rows and the acceptance suites are in bench_suites.c, the table and
- * the JSON in bench_report.c. */
+ * The rows and criteria are suite files (bench/suites, read by
+ * bench_suite_file.c; judged in bench_suites.c), the table and the JSON are
+ * bench_report.c's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,11 +430,19 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
 /* The command                                                               */
 /* ------------------------------------------------------------------------ */
 
-static int parse_bench_options(int argc, char **argv, bench_options *o) {
+/* A suite with criteria fixes its rows: --shape selects among them and
+ * --compute leaves them as they are. In one without (the default rows),
+ * --op with --shape times that problem instead, and --compute tf32 lets
+ * its f32 GEMM rows use tf32. */
+static bool suite_fixes_rows(const bench_options *o) {
+  return o->suite != NULL && o->suite->criterion_count > 0;
+}
+
+/* Fills `o`; `storage` holds the suite read (o->suite points there). */
+static int parse_bench_options(int argc, char **argv, bench_options *o, bench_suite *storage) {
   memset(o, 0, sizeof *o);
   o->op = TSR_OP_COUNT_;
   o->dtype = TSR_DTYPE_INVALID;
-  o->suite = SUITE_DEFAULT;
   arg_cursor c;
   arg_begin(&c, argc, argv);
   while (!arg_done(&c)) {
@@ -474,35 +483,31 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
     } else if (arg_value(&c, "--json", &value)) {
       o->json_path = value;
     } else if (arg_value(&c, "--suite", &value)) {
-      if (strcmp(value, "cpu") == 0) {
-        o->suite = SUITE_CPU;
-      } else if (strcmp(value, "cuda") == 0) {
-        o->suite = SUITE_CUDA;
-      } else if (strcmp(value, "vulkan") == 0) {
-        o->suite = SUITE_VULKAN;
-      } else if (strcmp(value, "default") == 0) {
-        o->suite = SUITE_DEFAULT;
-      } else {
-        cli_error("unknown suite '%s' (suites: default, cpu, cuda, vulkan)", value);
-        return EXIT_USAGE;
-      }
+      o->suite_arg = value;
     } else {
       return arg_unknown(&c, "bench");
     }
   }
   if (c.failed)
     return EXIT_USAGE;
+  /* The suite's file, unless --op and --shape name the one problem to time
+   * (the default suite's rows are not needed then). */
+  if (o->suite_arg != NULL || o->shape == NULL) {
+    if (!bench_suite_load(o->suite_arg != NULL ? o->suite_arg : "default", storage))
+      return EXIT_USAGE;
+    o->suite = storage;
+  }
   if (o->list && o->json_path != NULL) {
     cli_error("bench: --list times nothing, so it writes no --json report");
     return EXIT_USAGE;
   }
-  /* A SHAPE means nothing without its op: outside a suite --shape is the
-   * problem to time, and must parse as that op's shape; in a suite it
-   * selects rows, and must at least parse. */
+  /* A SHAPE means nothing without its op: outside a suite with criteria
+   * --shape is the problem to time, and must parse as that op's shape; in
+   * such a suite it selects rows, and must at least parse. */
   if (o->shape != NULL) {
     problem_spec spec;
     int64_t extents[8];
-    if (o->suite == SUITE_DEFAULT && o->op == TSR_OP_COUNT_) {
+    if (!suite_fixes_rows(o) && o->op == TSR_OP_COUNT_) {
       cli_error("bench: --shape needs --op (what '%s' means depends on the op; see 'tessera "
                 "bench --help')",
                 o->shape);
@@ -517,14 +522,13 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
       return EXIT_USAGE;
     }
   }
-  /* The cpu suite is about the CPU device unless told otherwise. */
-  if (o->suite == SUITE_CPU && o->selector_count == 0 && !o->all)
-    o->selectors[o->selector_count++] = "cpu";
-  if (o->suite == SUITE_CUDA && o->selector_count == 0 && !o->all)
-    o->selectors[o->selector_count++] = "cuda";
-  /* The Vulkan devices, and the CUDA devices as the same run's reference. */
-  if (o->suite == SUITE_VULKAN && o->selector_count == 0)
+  /* The suite's devices unless told otherwise (default-devices): every
+   * device (a suite with a reference device needs both kinds), or one. */
+  const char *devices = o->suite != NULL ? o->suite->default_devices : "";
+  if (strcmp(devices, "all") == 0 && o->selector_count == 0)
     o->all = true;
+  else if (devices[0] != '\0' && strcmp(devices, "all") != 0 && o->selector_count == 0 && !o->all)
+    o->selectors[o->selector_count++] = devices;
   return EXIT_OK;
 }
 
@@ -532,8 +536,8 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
  * report. */
 static void describe_filters(const bench_options *o, filter_text *filters) {
   memset(filters, 0, sizeof *filters);
-  if (o->suite != SUITE_DEFAULT)
-    filter_add(filters, "--suite", bench_suite_name(o->suite));
+  if (o->suite_arg != NULL && o->suite != NULL && strcmp(o->suite->name, "default") != 0)
+    filter_add(filters, "--suite", o->suite_arg);
   for (int i = 0; i < o->selector_count; i++)
     filter_add(filters, "--device", o->selectors[i]);
   if (o->all)
@@ -548,20 +552,24 @@ static void describe_filters(const bench_options *o, filter_text *filters) {
     filter_add(filters, "--causal", NULL);
 }
 
-/* The rows to consider: outside a suite with --shape, that shape of --op
- * in the dtype asked for or in every float dtype; else the suite's rows. */
-static int collect_rows(const bench_options *o, problem_spec *specs) {
+/* The rows to consider: outside a suite with criteria with --shape, that
+ * shape of --op in the dtype asked for or in every float dtype; else the
+ * suite's rows (`runs`: whether each runs with --short, without or both). */
+static int collect_rows(const bench_options *o, problem_spec *specs, suite_row_runs *runs) {
   int count = 0;
-  if (o->suite == SUITE_DEFAULT && o->shape != NULL) {
+  if (!suite_fixes_rows(o) && o->shape != NULL) {
     for (int t = 0; t < 3; t++)
       if (o->dtype == TSR_DTYPE_INVALID || o->dtype == cli_float_dtypes[t])
         if (problem_spec_from_shape(&specs[count], o->op, cli_float_dtypes[t], o->shape, o->causal))
-          count++;
+          runs[count++] = ROW_ALWAYS;
   } else {
-    count = bench_suite_rows(o->suite, o->short_run, specs);
+    count = o->suite->row_count;
+    memcpy(specs, o->suite->rows, sizeof *specs * (size_t)count);
+    memcpy(runs, o->suite->row_runs, sizeof *runs * (size_t)count);
   }
-  /* --compute tf32: the f32 GEMM rows allow tf32 (the suites fix their own). */
-  if (o->suite == SUITE_DEFAULT && o->compute == TSR_COMPUTE_TF32)
+  /* --compute tf32: the f32 GEMM rows allow tf32 (suites with criteria fix
+   * their own). */
+  if (!suite_fixes_rows(o) && o->compute == TSR_COMPUTE_TF32)
     for (int i = 0; i < count; i++)
       if (specs[i].op == TSR_OP_GEMM && specs[i].dtype == TSR_DTYPE_F32)
         specs[i].gemm.compute = TSR_COMPUTE_TF32;
@@ -578,14 +586,16 @@ static void normal_shape(const char *shape, char *buf, size_t capacity) {
 
 /* Whether the filters keep row `spec` on this device. */
 static bool row_selected(const bench_options *o, const tsr_device_info *info,
-                         const problem_spec *spec) {
+                         const problem_spec *spec, suite_row_runs runs) {
+  if (runs == (o->short_run ? ROW_FULL_ONLY : ROW_SHORT_ONLY))
+    return false;
   if (o->op != TSR_OP_COUNT_ && spec->op != o->op)
     return false;
   if (o->dtype != TSR_DTYPE_INVALID && spec->dtype != o->dtype)
     return false;
   if (!(info->op_mask & (1u << spec->op)) || !(info->dtype_mask & (1u << spec->dtype)))
     return false;
-  if (o->suite == SUITE_DEFAULT || o->shape == NULL)
+  if (!suite_fixes_rows(o) || o->shape == NULL)
     return true;
   char shape[96], wanted[96];
   problem_format_shape(spec, shape, sizeof shape);
@@ -595,25 +605,10 @@ static bool row_selected(const bench_options *o, const tsr_device_info *info,
          (!o->causal || (spec->op == TSR_OP_ATTENTION && spec->attention.causal));
 }
 
-/* Why the suite does not run on this device; NULL when it does. */
-static const char *suite_skip_reason(const bench_options *o, const tsr_device_info *info) {
-  if (o->suite == SUITE_CPU && info->type != TSR_DEVICE_CPU)
-    return "suite cpu runs on CPU devices";
-  if (o->suite == SUITE_CUDA && strcmp(info->backend, "cuda") != 0)
-    return "suite cuda runs on CUDA devices";
-  if (o->suite == SUITE_VULKAN && strcmp(info->backend, "vulkan") != 0 &&
-      strcmp(info->backend, "cuda") != 0)
-    return "suite vulkan runs on Vulkan devices (and CUDA ones for reference)";
-  /* Its rows are GPU-sized (attention: 275 GFLOP a run); a CPU Vulkan
-   * device (lavapipe) runs them only when named with --device. */
-  if (o->suite == SUITE_VULKAN && o->selector_count == 0 && info->type == TSR_DEVICE_CPU)
-    return "a CPU device; name it with --device to run suite vulkan on it";
-  return NULL;
-}
-
 int cmd_bench(int argc, char **argv) {
   bench_options o;
-  int rc = parse_bench_options(argc, argv, &o);
+  bench_suite suite_storage;
+  int rc = parse_bench_options(argc, argv, &o, &suite_storage);
   if (rc != EXIT_OK)
     return rc;
   filter_text filters;
@@ -632,9 +627,11 @@ int cmd_bench(int argc, char **argv) {
   }
 
   problem_spec specs[BENCH_MAX_ROWS];
-  int spec_count = collect_rows(&o, specs);
-  int suite_criterion_count = 0;
-  const suite_criterion *suite_criteria = bench_suite_criteria(o.suite, &suite_criterion_count);
+  suite_row_runs runs[BENCH_MAX_ROWS];
+  int spec_count = collect_rows(&o, specs, runs);
+  const bench_suite *suite = o.suite;
+  int suite_criterion_count = suite != NULL ? suite->criterion_count : 0;
+  const suite_criterion *suite_criteria = suite != NULL ? suite->criteria : NULL;
   size_t device_count = selection.count;
   size_t cells = (size_t)spec_count * device_count;
   bench_row *rows = calloc(cells ? cells : 1, sizeof *rows);
@@ -668,7 +665,10 @@ int cmd_bench(int argc, char **argv) {
     cal->copy_others = cal->fma_others = cal->bf16_others = NAN;
     printf("%s%s (%s, %u compute units)\n", d ? "\n" : "", info->selector, info->name,
            info->compute_units);
-    const char *skip = suite_skip_reason(&o, info);
+    char why[160];
+    const char *skip =
+        suite != NULL ? bench_suite_skip_reason(suite, info, o.selector_count > 0, why, sizeof why)
+                      : NULL;
     if (skip != NULL) {
       printf("  skipped: %s\n", skip);
       continue;
@@ -676,7 +676,7 @@ int cmd_bench(int argc, char **argv) {
     bool selected[BENCH_MAX_ROWS];
     int selected_count = 0;
     for (int i = 0; i < spec_count; i++) {
-      selected[i] = row_selected(&o, info, &specs[i]);
+      selected[i] = row_selected(&o, info, &specs[i], runs[i]);
       selected_count += selected[i];
     }
     /* Calibrating takes seconds: not for a device that times nothing. */
@@ -728,14 +728,16 @@ int cmd_bench(int argc, char **argv) {
     cublaslt_close(cal->cublaslt); /* after the queue: its buffers are gone */
     cal->cublaslt = NULL;
   }
-  /* Judged once every device ran: suite vulkan compares with the first
-   * CUDA device's rows (its reference), which it judges by nothing. */
+  /* Judged once every device ran: a suite with a reference backend
+   * compares with the rows of that backend's first device, which it judges
+   * by nothing. */
   int reference = -1;
   for (uint32_t d = 0; d < selection.count && reference < 0; d++)
-    if (o.suite == SUITE_VULKAN && strcmp(selection.infos[d].backend, "cuda") == 0)
+    if (suite != NULL && suite->reference[0] != '\0' &&
+        strcmp(selection.infos[d].backend, suite->reference) == 0)
       reference = (int)d;
-  for (uint32_t d = 0; d < selection.count; d++) {
-    if (o.suite == SUITE_VULKAN && strcmp(selection.infos[d].backend, "vulkan") != 0)
+  for (uint32_t d = 0; d < selection.count && suite_criterion_count > 0; d++) {
+    if (!bench_suite_judges(suite, &selection.infos[d]))
       continue;
     const bench_row *device_rows = &rows[(size_t)d * (size_t)spec_count];
     const bool *device_present = &present[(size_t)d * (size_t)spec_count];
@@ -744,8 +746,8 @@ int cmd_bench(int argc, char **argv) {
     for (int c = 0; c < suite_criterion_count; c++)
       if (device_present[suite_criteria[c].row]) /* --op, --shape may leave rows out */
         bench_judge(&suite_criteria[c], device_rows, device_present, reference_rows,
-                    reference >= 0 ? selection.infos[reference].selector : NULL, &cals[d], specs,
-                    &criteria[criterion_count++]);
+                    reference >= 0 ? selection.infos[reference].selector : NULL, suite->reference,
+                    &cals[d], specs, &criteria[criterion_count++]);
   }
   /* A run that timed nothing is no benchmark: fail, and say which filters
    * left nothing. */
@@ -756,7 +758,7 @@ int cmd_bench(int argc, char **argv) {
     printf("\nbench --list: %d row%s (nothing timed)\n", listed, listed == 1 ? "" : "s");
   if (ordered_count > 0) {
     bench_print_legend();
-    bench_print_criteria(criteria, criterion_count, o.suite);
+    bench_print_criteria(criteria, criterion_count, suite);
   }
 
   bool json_ok = true;

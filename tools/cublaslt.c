@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cuBLASLt baseline for bench's GEMM rows on CUDA devices (see cublaslt.h
- * and docs/PERFORMANCE.md). The declarations below are ours:
- * the handful of CUDA driver and cuBLASLt types, constants and entry points
- * this file uses, with the values of the public headers (CUDA 12 and 13). */
+ * and docs/PERFORMANCE.md). The CUDA driver API is the plugin's declaration
+ * (backends/cuda/cuda_api.h); the cuBLASLt declarations below are ours: the
+ * types, constants and entry points this file uses, with the values of the
+ * public headers (CUDA 12 and 13). */
 #include "cublaslt.h"
 
 #include <dlfcn.h>
@@ -13,43 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../backends/cuda/cuda_api.h"
 #include "common.h"
-
-/* ---- CUDA driver API (the part used here) ---- */
-
-typedef int cu_result; /* CUresult: 0 is success */
-typedef int cu_device;
-typedef struct cu_context_opaque *cu_context;
-typedef struct cu_stream_opaque *cu_stream;
-typedef struct cu_event_opaque *cu_event;
-typedef unsigned long long cu_deviceptr;
-typedef struct cu_uuid {
-  unsigned char bytes[16];
-} cu_uuid;
-enum { CU_EVENT_DEFAULT = 0, CU_STREAM_NON_BLOCKING = 1 };
-
-typedef struct cu_api {
-  void *library;
-  cu_result (*init)(unsigned flags);
-  cu_result (*device_get_count)(int *count);
-  cu_result (*device_get)(cu_device *device, int ordinal);
-  cu_result (*device_get_uuid)(cu_uuid *uuid, cu_device device);
-  cu_result (*primary_retain)(cu_context *context, cu_device device);
-  cu_result (*primary_release)(cu_device device);
-  cu_result (*ctx_set_current)(cu_context context);
-  cu_result (*mem_alloc)(cu_deviceptr *pointer, size_t bytes);
-  cu_result (*mem_free)(cu_deviceptr pointer);
-  cu_result (*memcpy_dtoh)(void *dst, cu_deviceptr src, size_t bytes);
-  cu_result (*stream_create)(cu_stream *stream, unsigned flags);
-  cu_result (*stream_destroy)(cu_stream stream);
-  cu_result (*stream_synchronize)(cu_stream stream);
-  cu_result (*event_create)(cu_event *event, unsigned flags);
-  cu_result (*event_record)(cu_event event, cu_stream stream);
-  cu_result (*event_synchronize)(cu_event event);
-  cu_result (*event_elapsed)(float *ms, cu_event start, cu_event end);
-  cu_result (*event_destroy)(cu_event event);
-  cu_result (*get_error_string)(cu_result result, const char **text);
-} cu_api;
 
 /* ---- cuBLASLt (the part used here) ---- */
 
@@ -102,23 +68,22 @@ typedef struct lt_api {
   lt_status (*matmul)(lt_handle handle, lt_matmul_desc desc, const void *alpha, const void *a,
                       lt_layout a_layout, const void *b, lt_layout b_layout, const void *beta,
                       const void *c, lt_layout c_layout, void *d, lt_layout d_layout,
-                      const lt_algo *algo, void *workspace, size_t workspace_size,
-                      cu_stream stream);
+                      const lt_algo *algo, void *workspace, size_t workspace_size, CUstream stream);
 } lt_api;
 
 /* cuBLAS recommends 32 MiB of workspace on Hopper. */
 #define CUBLASLT_WORKSPACE_BYTES ((size_t)32 << 20)
 
 struct cublaslt_session {
-  cu_api cu;
+  cuda_api cu;
   lt_api lt;
-  cu_device device;
-  cu_context context;
+  CUdevice device;
+  CUcontext context;
   bool context_retained;
-  cu_stream stream;
-  cu_event events[2 * TIMING_BATCH]; /* timing_sample's slots */
+  CUstream stream;
+  CUevent events[2 * TIMING_BATCH]; /* timing_sample's slots */
   lt_handle handle;
-  cu_deviceptr workspace;
+  CUdeviceptr workspace;
   problem_allocator allocator;
   tsr_device *allocating_on; /* unused; the allocator gets the device per call */
   char description[1200];
@@ -144,35 +109,25 @@ static void *symbol(void *library, const char *name, const char *fallback) {
     }                                                                                              \
   } while (0)
 
-static bool load_driver(cu_api *cu, char *why, size_t why_capacity) {
+static bool load_driver(cuda_api *cu, char *why, size_t why_capacity) {
   memset(cu, 0, sizeof *cu);
   const char *what = getenv("TESSERA_CUDA_DRIVER");
   if (what == NULL || what[0] == '\0')
     what = "libcuda.so.1";
-  cu->library = dlopen(what, RTLD_NOW | RTLD_LOCAL);
-  if (cu->library == NULL) {
+  void *library = dlopen(what, RTLD_NOW | RTLD_LOCAL);
+  if (library == NULL) {
     snprintf(why, why_capacity, "no CUDA driver (%s): %s", what, dlerror());
     return false;
   }
-  BIND(cu, init, "cuInit", NULL);
-  BIND(cu, device_get_count, "cuDeviceGetCount", NULL);
-  BIND(cu, device_get, "cuDeviceGet", NULL);
-  BIND(cu, device_get_uuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid");
-  BIND(cu, primary_retain, "cuDevicePrimaryCtxRetain", NULL);
-  BIND(cu, primary_release, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
-  BIND(cu, ctx_set_current, "cuCtxSetCurrent", NULL);
-  BIND(cu, mem_alloc, "cuMemAlloc_v2", NULL);
-  BIND(cu, mem_free, "cuMemFree_v2", NULL);
-  BIND(cu, memcpy_dtoh, "cuMemcpyDtoH_v2", NULL);
-  BIND(cu, stream_create, "cuStreamCreate", NULL);
-  BIND(cu, stream_destroy, "cuStreamDestroy_v2", "cuStreamDestroy");
-  BIND(cu, stream_synchronize, "cuStreamSynchronize", NULL);
-  BIND(cu, event_create, "cuEventCreate", NULL);
-  BIND(cu, event_record, "cuEventRecord", NULL);
-  BIND(cu, event_synchronize, "cuEventSynchronize", NULL);
-  BIND(cu, event_elapsed, "cuEventElapsedTime_v2", "cuEventElapsedTime");
-  BIND(cu, event_destroy, "cuEventDestroy_v2", "cuEventDestroy");
-  BIND(cu, get_error_string, "cuGetErrorString", NULL);
+  const char *missing = cuda_api_load(cu, library);
+  if (!missing && !cu->cuMemcpyDtoH)
+    missing = "cuMemcpyDtoH_v2";
+  if (missing) {
+    snprintf(why, why_capacity, "%s lacks %s", what, missing);
+    memset(cu, 0, sizeof *cu);
+    dlclose(library);
+    return false;
+  }
   return true;
 }
 
@@ -236,9 +191,9 @@ void *cublaslt_load_library(char *loaded, size_t loaded_capacity, char *why, siz
   return NULL;
 }
 
-static const char *cu_error(const cublaslt_session *s, cu_result result) {
+static const char *cu_error(const cublaslt_session *s, CUresult result) {
   const char *text = NULL;
-  if (s->cu.get_error_string == NULL || s->cu.get_error_string(result, &text) != 0 || !text)
+  if (s->cu.cuGetErrorString == NULL || s->cu.cuGetErrorString(result, &text) != 0 || !text)
     return "unknown CUDA error";
   return text;
 }
@@ -247,30 +202,22 @@ static const char *cu_error(const cublaslt_session *s, cu_result result) {
 /* Session                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static void format_uuid(const cu_uuid *uuid, char *out, size_t capacity) {
-  const unsigned char *b = uuid->bytes;
-  snprintf(out, capacity,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-           b[15]);
-}
-
 static tsr_status allocator_create(void *user, tsr_device *device, size_t bytes,
                                    tsr_buffer **buffer, uint64_t *address) {
   cublaslt_session *s = user;
   *buffer = NULL;
   *address = 0;
-  if (s->cu.ctx_set_current(s->context) != 0)
+  if (s->cu.cuCtxSetCurrent(s->context) != 0)
     return TSR_ERROR_BACKEND;
-  cu_deviceptr pointer = 0;
-  cu_result result = s->cu.mem_alloc(&pointer, bytes);
+  CUdeviceptr pointer = 0;
+  CUresult result = s->cu.cuMemAlloc(&pointer, bytes);
   if (result != 0) {
     cli_error("cuMemAlloc(%zu): %s", bytes, cu_error(s, result));
     return TSR_ERROR_OUT_OF_MEMORY;
   }
   tsr_status status = tsr_buffer_wrap_cuda(device, (uint64_t)pointer, bytes, buffer);
   if (status != TSR_OK) {
-    s->cu.mem_free(pointer);
+    s->cu.cuMemFree(pointer);
     return status;
   }
   *address = (uint64_t)pointer;
@@ -279,26 +226,26 @@ static tsr_status allocator_create(void *user, tsr_device *device, size_t bytes,
 
 static void allocator_release(void *user, uint64_t address) {
   cublaslt_session *s = user;
-  s->cu.ctx_set_current(s->context);
-  s->cu.mem_free((cu_deviceptr)address);
+  s->cu.cuCtxSetCurrent(s->context);
+  s->cu.cuMemFree((CUdeviceptr)address);
 }
 
 void cublaslt_close(cublaslt_session *s) {
   if (s == NULL)
     return;
   if (s->context != NULL)
-    s->cu.ctx_set_current(s->context);
+    s->cu.cuCtxSetCurrent(s->context);
   if (s->handle != NULL)
     s->lt.destroy(s->handle);
   if (s->workspace)
-    s->cu.mem_free(s->workspace);
+    s->cu.cuMemFree(s->workspace);
   for (int i = 0; i < 2 * TIMING_BATCH; i++)
     if (s->events[i])
-      s->cu.event_destroy(s->events[i]);
+      s->cu.cuEventDestroy(s->events[i]);
   if (s->stream)
-    s->cu.stream_destroy(s->stream);
+    s->cu.cuStreamDestroy(s->stream);
   if (s->context_retained)
-    s->cu.primary_release(s->device);
+    s->cu.cuDevicePrimaryCtxRelease(s->device);
   /* The libraries stay loaded: the plugin shares libcuda, and unloading
    * cuBLASLt's runtime at exit order is not worth the risk. */
   free(s);
@@ -325,10 +272,10 @@ cublaslt_session *cublaslt_open(const tsr_device_info *info, char *why, size_t w
     free(s);
     return NULL;
   }
-  cu_result result = s->cu.init(0);
+  CUresult result = s->cu.cuInit(0);
   int count = 0;
   if (result == 0)
-    result = s->cu.device_get_count(&count);
+    result = s->cu.cuDeviceGetCount(&count);
   if (result != 0) {
     snprintf(why, why_capacity, "cuInit: %s", cu_error(s, result));
     free(s);
@@ -338,33 +285,33 @@ cublaslt_session *cublaslt_open(const tsr_device_info *info, char *why, size_t w
    * index where no UUID matches. */
   int ordinal = -1;
   for (int i = 0; i < count && ordinal < 0; i++) {
-    cu_device d;
-    cu_uuid uuid;
+    CUdevice d;
+    CUuuid uuid;
     char text[64];
-    if (s->cu.device_get(&d, i) == 0 && s->cu.device_get_uuid(&uuid, d) == 0) {
-      format_uuid(&uuid, text, sizeof text);
+    if (s->cu.cuDeviceGet(&d, i) == 0 && s->cu.cuDeviceGetUuid(&uuid, d) == 0) {
+      cuda_uuid_format(&uuid, text, sizeof text);
       if (strcmp(text, info->physical_id) == 0)
         ordinal = i;
     }
   }
   if (ordinal < 0)
     ordinal = (int)info->backend_index;
-  if (ordinal >= count || s->cu.device_get(&s->device, ordinal) != 0) {
+  if (ordinal >= count || s->cu.cuDeviceGet(&s->device, ordinal) != 0) {
     snprintf(why, why_capacity, "no CUDA device %d for %s", ordinal, info->selector);
     free(s);
     return NULL;
   }
-  result = s->cu.primary_retain(&s->context, s->device);
+  result = s->cu.cuDevicePrimaryCtxRetain(&s->context, s->device);
   if (result == 0) {
     s->context_retained = true;
-    result = s->cu.ctx_set_current(s->context);
+    result = s->cu.cuCtxSetCurrent(s->context);
   }
   if (result == 0)
-    result = s->cu.stream_create(&s->stream, CU_STREAM_NON_BLOCKING);
+    result = s->cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
   for (int i = 0; i < 2 * TIMING_BATCH && result == 0; i++)
-    result = s->cu.event_create(&s->events[i], CU_EVENT_DEFAULT);
+    result = s->cu.cuEventCreate(&s->events[i], CU_EVENT_DEFAULT);
   if (result == 0)
-    result = s->cu.mem_alloc(&s->workspace, CUBLASLT_WORKSPACE_BYTES);
+    result = s->cu.cuMemAlloc(&s->workspace, CUBLASLT_WORKSPACE_BYTES);
   if (result != 0) {
     snprintf(why, why_capacity, "CUDA setup for cuBLASLt: %s", cu_error(s, result));
     cublaslt_close(s);
@@ -641,7 +588,7 @@ static bool lt_run(void *context, int i) {
 
 static bool lt_finish(void *context) {
   lt_runner *w = context;
-  if (w->s->cu.stream_synchronize(w->s->stream) == 0)
+  if (w->s->cu.cuStreamSynchronize(w->s->stream) == 0)
     return true;
   snprintf(w->out->error, sizeof w->out->error, "cuBLASLt stream failed in the warm-up");
   return false;
@@ -650,7 +597,7 @@ static bool lt_finish(void *context) {
 /* timing_sample's events: the session's slots on its stream. */
 static bool lt_record(void *context, int slot) {
   lt_runner *w = context;
-  cu_result result = w->s->cu.event_record(w->s->events[slot], w->s->stream);
+  CUresult result = w->s->cu.cuEventRecord(w->s->events[slot], w->s->stream);
   if (result != 0)
     snprintf(w->out->error, sizeof w->out->error, "timing cuBLASLt: %s", cu_error(w->s, result));
   return result == 0;
@@ -659,9 +606,9 @@ static bool lt_record(void *context, int slot) {
 static bool lt_elapsed(void *context, int from, int to, double *ms) {
   lt_runner *w = context;
   float elapsed = 0.0f;
-  cu_result result = w->s->cu.event_synchronize(w->s->events[to]);
+  CUresult result = w->s->cu.cuEventSynchronize(w->s->events[to]);
   if (result == 0)
-    result = w->s->cu.event_elapsed(&elapsed, w->s->events[from], w->s->events[to]);
+    result = w->s->cu.cuEventElapsedTime(&elapsed, w->s->events[from], w->s->events[to]);
   if (result != 0)
     snprintf(w->out->error, sizeof w->out->error, "timing cuBLASLt: %s", cu_error(w->s, result));
   *ms = elapsed;
@@ -694,7 +641,7 @@ bool cublaslt_time(cublaslt_session *s, problem *sets, int set_count, tsr_queue 
     snprintf(out->error, sizeof out->error, "tsr_queue_finish: %s", tsr_last_error());
     return false;
   }
-  s->cu.ctx_set_current(s->context);
+  s->cu.cuCtxSetCurrent(s->context);
   lt_plan plans[3];
   int made = 0;
   bool ok = true;
@@ -727,10 +674,10 @@ bool cublaslt_time(cublaslt_session *s, problem *sets, int set_count, tsr_queue 
   if (ok)
     ok = plan_run(s, &plans[0], out->error, sizeof out->error);
   if (ok) {
-    cu_result result = s->cu.stream_synchronize(s->stream);
+    CUresult result = s->cu.cuStreamSynchronize(s->stream);
     if (result == 0)
       result =
-          s->cu.memcpy_dtoh(theirs, (cu_deviceptr)(d->device_address + d->view.offset), d_bytes);
+          s->cu.cuMemcpyDtoH(theirs, (CUdeviceptr)(d->device_address + d->view.offset), d_bytes);
     if (result != 0) {
       snprintf(out->error, sizeof out->error, "cuBLASLt run: %s", cu_error(s, result));
       ok = false;
@@ -752,7 +699,7 @@ bool cublaslt_time(cublaslt_session *s, problem *sets, int set_count, tsr_queue 
   timing_ops ops = {&warm, lt_run, lt_record, lt_elapsed};
   if (ok)
     ok = timing_sample(plan, set_count, &ops, samples, &count);
-  if (ok && s->cu.stream_synchronize(s->stream) != 0) {
+  if (ok && s->cu.cuStreamSynchronize(s->stream) != 0) {
     snprintf(out->error, sizeof out->error, "cuBLASLt stream failed");
     ok = false;
   }

@@ -59,7 +59,7 @@ static const command_entry commands[] = {
      false},
     {"bench", cmd_bench,
      "bench [--device SEL ...|--all] [--op NAME] [--dtype D] [--shape SHAPE]\n"
-     "        [--causal] [--compute strict|tf32] [--suite default|cpu|cuda|vulkan]\n"
+     "        [--causal] [--compute strict|tf32] [--suite NAME|PATH]\n"
      "        [--short] [--json FILE] [--list]",
      "Time ops with queue events (median, min and max over rotated inputs): GFLOP/s,\n"
      "GB/s and the fraction of the measured peak (copy bandwidth; on CPUs the FMA\n"
@@ -77,13 +77,17 @@ static const command_entry commands[] = {
      "                     with --suite: only the suite's rows of that shape\n"
      "  --causal           attention shapes: causal mask\n"
      "  --compute MODE     f32 GEMM rows: strict (default) or tf32\n"
-     "  --suite NAME       default: a row per op the LLM spends its time in;\n"
-     "                     cpu / cuda / vulkan: the rows of that backend's acceptance\n"
-     "                     criteria, each judged PASS/FAIL against its threshold\n"
-     "                     (cpu: device cpu unless --device/--all; cuda: cuBLASLt beside\n"
-     "                     every GEMM row; vulkan: the Vulkan GPUs, with the CUDA\n"
-     "                     devices' rows and cuBLASLt as the same run's reference)\n"
-     "  --short            default suite: smaller sizes; every suite: fewer runs\n"
+     "  --suite NAME|PATH  the rows (and criteria) of a suite file: NAME.suite in\n"
+     "                     <datadir>/tessera/bench/suites, or a PATH with '/'\n"
+     "                     (docs/BENCHMARKS.md). default: a row per op the LLM spends\n"
+     "                     its time in; cpu-kernels (cpu), cuda-llm (cuda),\n"
+     "                     vulkan-vs-cuda (vulkan): a backend's acceptance criteria,\n"
+     "                     each judged PASS/FAIL against its threshold (cpu: device\n"
+     "                     cpu unless --device/--all; cuda: cuBLASLt beside every\n"
+     "                     GEMM row; vulkan: the Vulkan GPUs, with the CUDA devices'\n"
+     "                     rows and cuBLASLt as the same run's reference)\n"
+     "  --short            fewer runs; rows marked short instead of full (default:\n"
+     "                     smaller sizes)\n"
      "  --json FILE        write rows, calibration, criteria, version and devices as JSON\n"
      "  --list             list the rows each device would time; time nothing\n",
      true},

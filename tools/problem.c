@@ -1,430 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* A problem built on a device: its tensors laid out (with guard bands), the
+ * public descriptor, the inputs drawn from a seed, and building, running,
+ * resetting and destroying it. The reference and the checks of its outputs
+ * are in problem_verify.c, the spec's words and numbers in problem_spec.c. */
 #include "problem.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
-#include "tessera/reference.h"
-
-/* ------------------------------------------------------------------------ */
-/* Descriptions, shapes, work                                                */
-/* ------------------------------------------------------------------------ */
-
-static const char *activation_name(tsr_activation activation) {
-  switch (activation) {
-  case TSR_ACT_RELU:
-    return "relu";
-  case TSR_ACT_GELU_TANH:
-    return "gelu_tanh";
-  case TSR_ACT_GELU_ERF:
-    return "gelu_erf";
-  case TSR_ACT_SILU:
-    return "silu";
-  default:
-    return "none";
-  }
-}
-
-/* Appends printf output to buf (always terminated, truncates). */
-static void append(char *buf, size_t capacity, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void append(char *buf, size_t capacity, const char *fmt, ...) {
-  size_t used = strlen(buf);
-  if (used + 1 >= capacity)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + used, capacity - used, fmt, ap);
-  va_end(ap);
-}
-
-static int64_t group_total(const grouped_gemm_spec *g) {
-  int64_t total = 0;
-  for (int64_t i = 0; i < g->group_count; i++)
-    total += g->group_sizes[i];
-  return total;
-}
-
-void problem_describe(const problem_spec *spec, char *buf, size_t capacity) {
-  buf[0] = '\0';
-  switch (spec->op) {
-  case TSR_OP_GEMM: {
-    const gemm_spec *g = &spec->gemm;
-    if (g->batch > 1)
-      append(buf, capacity, "%lldx", (long long)g->batch);
-    append(buf, capacity, "%lldx%lldx%lld", (long long)g->m, (long long)g->n, (long long)g->k);
-    if (g->trans_a)
-      append(buf, capacity, " trans_a");
-    if (g->trans_b)
-      append(buf, capacity, " trans_b");
-    if (g->share_b)
-      append(buf, capacity, " shared_b");
-    if (g->alpha != 1.0f)
-      append(buf, capacity, " alpha=%g", (double)g->alpha);
-    if (g->has_c)
-      append(buf, capacity, " %s beta=%g", g->c_in_place ? "c=d" : "c", (double)g->beta);
-    if (g->has_bias)
-      append(buf, capacity, " bias");
-    if (g->activation != TSR_ACT_NONE)
-      append(buf, capacity, " %s", activation_name(g->activation));
-    if (g->out_f32)
-      append(buf, capacity, " out=f32");
-    break;
-  }
-  case TSR_OP_GROUPED_GEMM: {
-    const grouped_gemm_spec *g = &spec->grouped;
-    append(buf, capacity, "groups=[");
-    for (int64_t i = 0; i < g->group_count; i++)
-      append(buf, capacity, "%s%lld", i ? "," : "", (long long)g->group_sizes[i]);
-    append(buf, capacity, "] n=%lld k=%lld", (long long)g->n, (long long)g->k);
-    if (g->alpha != 1.0f)
-      append(buf, capacity, " alpha=%g", (double)g->alpha);
-    if (g->has_bias)
-      append(buf, capacity, " bias");
-    if (g->activation != TSR_ACT_NONE)
-      append(buf, capacity, " %s", activation_name(g->activation));
-    if (g->out_f32)
-      append(buf, capacity, " out=f32");
-    break;
-  }
-  case TSR_OP_ATTENTION: {
-    const attention_spec *a = &spec->attention;
-    append(buf, capacity, "b=%lld hq=%lld hkv=%lld sq=%lld skv=%lld d=%lld", (long long)a->batch,
-           (long long)a->heads_q, (long long)a->heads_kv, (long long)a->seq_q, (long long)a->seq_kv,
-           (long long)a->head_dim);
-    if (a->bhsd)
-      append(buf, capacity, " bhsd");
-    if (a->causal)
-      append(buf, capacity, " causal");
-    if (a->window_left >= 0 || (!a->causal && a->window_right >= 0))
-      append(buf, capacity, " window=(%lld,%lld)", (long long)a->window_left,
-             (long long)a->window_right);
-    if (a->scale != 0.0f)
-      append(buf, capacity, " scale=%g", (double)a->scale);
-    if (a->has_lse)
-      append(buf, capacity, " lse");
-    break;
-  }
-  case TSR_OP_RMSNORM:
-  case TSR_OP_LAYERNORM:
-  case TSR_OP_SOFTMAX:
-  case TSR_OP_SWIGLU:
-  case TSR_OP_GELU: {
-    const rows_spec *r = &spec->rows;
-    char shape[96];
-    format_shape(shape, sizeof shape, r->shape, r->rank);
-    append(buf, capacity, "%s", shape);
-    if (r->pad)
-      append(buf, capacity, " row_pad=%lld", (long long)r->pad);
-    if (r->has_residual)
-      append(buf, capacity, " residual");
-    if (r->has_residual_out)
-      append(buf, capacity, " residual_out");
-    if (r->has_weight)
-      append(buf, capacity, " weight%s", r->weight_f32 ? "(f32)" : "");
-    if (r->has_bias)
-      append(buf, capacity, " bias");
-    if (r->eps != 0.0f)
-      append(buf, capacity, " eps=%g", (double)r->eps);
-    if (spec->op == TSR_OP_SOFTMAX && r->scale != 0.0f)
-      append(buf, capacity, " scale=%g", (double)r->scale);
-    if (r->masked)
-      append(buf, capacity, " -inf entries");
-    if (spec->op == TSR_OP_GELU)
-      append(buf, capacity, " %s", r->approximate == TSR_GELU_TANH ? "tanh" : "erf");
-    break;
-  }
-  case TSR_OP_ROPE: {
-    const rope_spec *r = &spec->rope;
-    append(buf, capacity, "b=%lld s=%lld h=%lld d=%lld %s", (long long)r->batch, (long long)r->seq,
-           (long long)r->heads, (long long)r->head_dim,
-           r->style == TSR_ROPE_GPTJ ? "gptj" : "neox");
-    if (r->rotary_dim)
-      append(buf, capacity, " rotary_dim=%d", (int)r->rotary_dim);
-    if (r->position_offset)
-      append(buf, capacity, " offset=%lld", (long long)r->position_offset);
-    if (r->theta != 0.0f)
-      append(buf, capacity, " theta=%g", (double)r->theta);
-    if (r->in_place)
-      append(buf, capacity, " in-place");
-    if (r->bhsd)
-      append(buf, capacity, " bhsd");
-    break;
-  }
-  case TSR_OP_CROSS_ENTROPY: {
-    const cross_entropy_spec *c = &spec->cross_entropy;
-    append(buf, capacity, "%lldx%lld", (long long)c->rows, (long long)c->vocab);
-    if (c->pad)
-      append(buf, capacity, " row_pad=%lld", (long long)c->pad);
-    if (c->ignore_every)
-      append(buf, capacity, " ignore_index=%lld every %lld rows", (long long)c->ignore_index,
-             (long long)c->ignore_every);
-    if (c->has_lse)
-      append(buf, capacity, " lse");
-    break;
-  }
-  default:
-    append(buf, capacity, "?");
-  }
-  if (spec->special == SPECIAL_NON_FINITE)
-    append(buf, capacity, " NaN/inf inputs");
-  else if (spec->special == SPECIAL_LARGE)
-    append(buf, capacity, " large inputs");
-}
-
-void problem_format_shape(const problem_spec *spec, char *buf, size_t capacity) {
-  buf[0] = '\0';
-  switch (spec->op) {
-  case TSR_OP_GEMM: {
-    const gemm_spec *g = &spec->gemm;
-    if (g->batch > 1)
-      append(buf, capacity, "%lldx", (long long)g->batch);
-    append(buf, capacity, "%lldx%lldx%lld", (long long)g->m, (long long)g->n, (long long)g->k);
-    if (spec->dtype == TSR_DTYPE_F32 && g->compute == TSR_COMPUTE_TF32)
-      append(buf, capacity, " tf32");
-    break;
-  }
-  case TSR_OP_GROUPED_GEMM: {
-    const grouped_gemm_spec *g = &spec->grouped;
-    append(buf, capacity, "%lldx%lldx%lldx%lld", (long long)g->group_count,
-           (long long)group_total(g), (long long)g->n, (long long)g->k);
-    break;
-  }
-  case TSR_OP_ATTENTION: {
-    const attention_spec *a = &spec->attention;
-    append(buf, capacity, "%lldx%lldx%lldx%lldx%lldx%lld%s", (long long)a->batch,
-           (long long)a->heads_q, (long long)a->heads_kv, (long long)a->seq_q, (long long)a->seq_kv,
-           (long long)a->head_dim, a->causal ? " causal" : "");
-    break;
-  }
-  case TSR_OP_ROPE: {
-    const rope_spec *r = &spec->rope;
-    append(buf, capacity, "%lldx%lldx%lldx%lld", (long long)r->batch, (long long)r->seq,
-           (long long)r->heads, (long long)r->head_dim);
-    break;
-  }
-  case TSR_OP_CROSS_ENTROPY:
-    append(buf, capacity, "%lldx%lld", (long long)spec->cross_entropy.rows,
-           (long long)spec->cross_entropy.vocab);
-    break;
-  default:
-    format_shape(buf, capacity, spec->rows.shape, spec->rows.rank);
-    break;
-  }
-}
-
-const char *problem_shape_help(void) {
-  return "  gemm           MxNxK or BATCHxMxNxK (row-major A [M,K], B [K,N])\n"
-         "  grouped_gemm   GxTxNxK (T rows split over G groups as evenly as possible)\n"
-         "  attention      BxHqxHkvxSqxSkvxD (add --causal for a causal mask)\n"
-         "  rmsnorm, layernorm, softmax, swiglu, gelu\n"
-         "                 RxN (rows x row length; 1 to 4 extents)\n"
-         "  rope           BxSxHxD\n"
-         "  cross_entropy  RxV (rows x vocabulary)\n";
-}
-
-bool problem_spec_from_shape(problem_spec *spec, tsr_op op, tsr_dtype dtype, const char *shape,
-                             bool causal) {
-  int64_t e[8];
-  int count = parse_shape(shape, e, 8);
-  memset(spec, 0, sizeof *spec);
-  spec->op = op;
-  spec->dtype = dtype;
-  const char *want = NULL;
-  switch (op) {
-  case TSR_OP_GEMM:
-    if (count == 3 || count == 4) {
-      gemm_spec *g = &spec->gemm;
-      int i = 0;
-      g->batch = count == 4 ? e[i++] : 1;
-      g->m = e[i++];
-      g->n = e[i++];
-      g->k = e[i++];
-      g->alpha = 1.0f;
-      return true;
-    }
-    want = "MxNxK or BATCHxMxNxK";
-    break;
-  case TSR_OP_GROUPED_GEMM:
-    if (count == 4 && e[0] <= PROBLEM_MAX_GROUPS) {
-      grouped_gemm_spec *g = &spec->grouped;
-      g->group_count = e[0];
-      for (int64_t i = 0; i < e[0]; i++)
-        g->group_sizes[i] = e[1] / e[0] + (i < e[1] % e[0] ? 1 : 0);
-      g->n = e[2];
-      g->k = e[3];
-      g->alpha = 1.0f;
-      return true;
-    }
-    want = "GxTxNxK with G <= 64";
-    break;
-  case TSR_OP_ATTENTION:
-    if (count == 6 && e[1] % e[2] == 0) {
-      attention_spec *a = &spec->attention;
-      a->batch = e[0];
-      a->heads_q = e[1];
-      a->heads_kv = e[2];
-      a->seq_q = e[3];
-      a->seq_kv = e[4];
-      a->head_dim = e[5];
-      a->causal = causal;
-      a->window_left = -1;
-      a->window_right = causal ? 0 : -1;
-      return true;
-    }
-    want = "BxHqxHkvxSqxSkvxD with Hq a multiple of Hkv";
-    break;
-  case TSR_OP_RMSNORM:
-  case TSR_OP_LAYERNORM:
-  case TSR_OP_SOFTMAX:
-  case TSR_OP_SWIGLU:
-  case TSR_OP_GELU:
-    if (count >= 1 && count <= TSR_MAX_RANK) {
-      rows_spec *r = &spec->rows;
-      r->rank = count;
-      memcpy(r->shape, e, sizeof(int64_t) * (size_t)count);
-      r->has_weight = op == TSR_OP_RMSNORM || op == TSR_OP_LAYERNORM;
-      r->has_bias = op == TSR_OP_LAYERNORM;
-      return true;
-    }
-    want = "RxN (1 to 4 extents)";
-    break;
-  case TSR_OP_ROPE:
-    if (count == 4 && e[3] % 2 == 0) {
-      rope_spec *r = &spec->rope;
-      r->batch = e[0];
-      r->seq = e[1];
-      r->heads = e[2];
-      r->head_dim = e[3];
-      return true;
-    }
-    want = "BxSxHxD with D even";
-    break;
-  case TSR_OP_CROSS_ENTROPY:
-    if (count == 2) {
-      cross_entropy_spec *c = &spec->cross_entropy;
-      c->rows = e[0];
-      c->vocab = e[1];
-      c->ignore_index = -100;
-      c->has_lse = true;
-      return true;
-    }
-    want = "RxV";
-    break;
-  default:
-    break;
-  }
-  cli_error("shape '%s' does not fit %s: expected %s", shape, tsr_op_name(op),
-            want ? want : "a known op");
-  return false;
-}
-
-/* Query/key pairs the mask lets through, per (batch, head). */
-static double attention_visible_pairs(const attention_spec *a) {
-  double pairs = 0.0;
-  int64_t right = a->causal ? 0 : a->window_right;
-  for (int64_t i = 0; i < a->seq_q; i++) {
-    int64_t p = i + a->seq_kv - a->seq_q;
-    int64_t first = 0, last = a->seq_kv - 1;
-    if (a->window_left >= 0 && p - a->window_left > first)
-      first = p - a->window_left;
-    if (right >= 0 && p + right < last)
-      last = p + right;
-    if (last >= first)
-      pairs += (double)(last - first + 1);
-  }
-  return pairs;
-}
-
-static int64_t rows_numel(const rows_spec *r) {
-  int64_t n = 1;
-  for (int i = 0; i < r->rank; i++)
-    n *= r->shape[i];
-  return n;
-}
-
-double problem_flops(const problem_spec *spec) {
-  switch (spec->op) {
-  case TSR_OP_GEMM: {
-    const gemm_spec *g = &spec->gemm;
-    return 2.0 * (double)(g->batch > 1 ? g->batch : 1) * (double)g->m * (double)g->n * (double)g->k;
-  }
-  case TSR_OP_GROUPED_GEMM:
-    return 2.0 * (double)group_total(&spec->grouped) * (double)spec->grouped.n *
-           (double)spec->grouped.k;
-  case TSR_OP_ATTENTION: {
-    const attention_spec *a = &spec->attention;
-    /* q k^T and p v: two multiply-adds per visible pair and channel. */
-    return 4.0 * (double)a->batch * (double)a->heads_q * (double)a->head_dim *
-           attention_visible_pairs(a);
-  }
-  default:
-    return 0.0;
-  }
-}
-
-double problem_bytes(const problem_spec *spec) {
-  double es = (double)tsr_dtype_size(spec->dtype);
-  switch (spec->op) {
-  case TSR_OP_GEMM: {
-    const gemm_spec *g = &spec->gemm;
-    double batch = (double)(g->batch > 1 ? g->batch : 1);
-    double out = g->out_f32 ? 4.0 : es;
-    double bytes = batch * (double)g->m * (double)g->k * es;
-    bytes += (g->share_b ? 1.0 : batch) * (double)g->k * (double)g->n * es;
-    bytes += batch * (double)g->m * (double)g->n * out * (g->has_c && !g->c_in_place ? 2 : 1);
-    if (g->c_in_place)
-      bytes += batch * (double)g->m * (double)g->n * out;
-    if (g->has_bias)
-      bytes += (double)g->n * out;
-    return bytes;
-  }
-  case TSR_OP_GROUPED_GEMM: {
-    const grouped_gemm_spec *g = &spec->grouped;
-    double t = (double)group_total(g), out = g->out_f32 ? 4.0 : es;
-    return t * (double)g->k * es + (double)g->group_count * (double)g->k * (double)g->n * es +
-           t * (double)g->n * out + (g->has_bias ? (double)g->group_count * (double)g->n * out : 0);
-  }
-  case TSR_OP_ATTENTION: {
-    const attention_spec *a = &spec->attention;
-    double q = (double)(a->batch * a->seq_q * a->heads_q * a->head_dim);
-    double kv = (double)(a->batch * a->seq_kv * a->heads_kv * a->head_dim);
-    return (2.0 * q + 2.0 * kv) * es +
-           (a->has_lse ? 4.0 * (double)(a->batch * a->heads_q * a->seq_q) : 0.0);
-  }
-  case TSR_OP_RMSNORM:
-  case TSR_OP_LAYERNORM:
-  case TSR_OP_SOFTMAX:
-  case TSR_OP_SWIGLU:
-  case TSR_OP_GELU: {
-    const rows_spec *r = &spec->rows;
-    double n = (double)rows_numel(r), row = (double)r->shape[r->rank - 1];
-    double wes = r->weight_f32 ? 4.0 : es;
-    double streams = 2.0; /* x in, y out */
-    if (spec->op == TSR_OP_SWIGLU)
-      streams = 3.0;
-    if (r->has_residual)
-      streams += 1.0;
-    if (r->has_residual_out)
-      streams += 1.0;
-    return streams * n * es + ((r->has_weight ? 1 : 0) + (r->has_bias ? 1 : 0)) * row * wes;
-  }
-  case TSR_OP_ROPE: {
-    const rope_spec *r = &spec->rope;
-    return 2.0 * (double)(r->batch * r->seq * r->heads * r->head_dim) * es;
-  }
-  case TSR_OP_CROSS_ENTROPY: {
-    const cross_entropy_spec *c = &spec->cross_entropy;
-    return (double)(c->rows * c->vocab) * es + (double)c->rows * (4.0 + 4.0 + (c->has_lse ? 4 : 0));
-  }
-  default:
-    return 0.0;
-  }
-}
+#include "problem_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Layout                                                                    */
@@ -460,27 +47,13 @@ static int64_t view_span(const tsr_tensor *view) {
 
 /* Element offset (from the view's first element) of the `linear`-th element
  * in row-major order of its shape. */
-static int64_t view_offset(const tsr_tensor *view, int64_t linear) {
+int64_t problem_view_offset(const tsr_tensor *view, int64_t linear) {
   int64_t offset = 0;
   for (int32_t i = view->rank - 1; i >= 0; i--) {
     offset += (linear % view->shape[i]) * view->strides[i];
     linear /= view->shape[i];
   }
   return offset;
-}
-
-/* "name[i,j,k]" for the linear index of a view. */
-static void format_index(char *buf, size_t capacity, const char *name, const tsr_tensor *view,
-                         int64_t linear) {
-  int64_t index[TSR_MAX_RANK] = {0};
-  for (int32_t i = view->rank - 1; i >= 0; i--) {
-    index[i] = linear % view->shape[i];
-    linear /= view->shape[i];
-  }
-  snprintf(buf, capacity, "%s[", name);
-  for (int32_t i = 0; i < view->rank; i++)
-    append(buf, capacity, "%s%lld", i ? "," : "", (long long)index[i]);
-  append(buf, capacity, "]");
 }
 
 static int add_tensor(problem *p, const char *name, tensor_role role, tsr_tensor view) {
@@ -494,7 +67,7 @@ static int add_tensor(problem *p, const char *name, tensor_role role, tsr_tensor
   return p->tensor_count++;
 }
 
-static int find_tensor(const problem *p, const char *name) {
+int problem_find_tensor(const problem *p, const char *name) {
   for (int i = 0; i < p->tensor_count; i++)
     if (strcmp(p->tensors[i].name, name) == 0)
       return i;
@@ -503,7 +76,7 @@ static int find_tensor(const problem *p, const char *name) {
 
 /* The public tensor of a named problem tensor (absent when there is none). */
 static tsr_tensor tensor_or_absent(const problem *p, const char *name) {
-  int i = find_tensor(p, name);
+  int i = problem_find_tensor(p, name);
   tsr_tensor absent;
   memset(&absent, 0, sizeof absent);
   return i < 0 ? absent : p->tensors[i].view;
@@ -558,7 +131,7 @@ static void layout_gemm(problem *p) {
 static void layout_grouped(problem *p) {
   const grouped_gemm_spec *g = &p->spec.grouped;
   tsr_dtype dt = p->spec.dtype, out = g->out_f32 ? TSR_DTYPE_F32 : dt;
-  int64_t t = group_total(g);
+  int64_t t = problem_group_total(g);
   int64_t shape[3] = {t, g->k, 0};
   add_tensor(p, "a", ROLE_INPUT, tsr_tensor_make(NULL, 0, dt, 2, shape));
   shape[0] = g->group_count;
@@ -933,7 +506,7 @@ static double input_value(const problem *p, const problem_tensor *t, rng *genera
   if (p->spec.op == TSR_OP_SOFTMAX && p->spec.rows.masked) {
     const rows_spec *r = &p->spec.rows;
     int64_t n = r->shape[r->rank - 1];
-    int64_t rows = rows_numel(r) / n;
+    int64_t rows = problem_rows_numel(r) / n;
     /* The last row (when there are several) is fully masked; elsewhere about
      * one entry in six, never a whole row. */
     if ((rows > 1 && linear / n == rows - 1) || (linear % n != 0 && rng_below(generator, 6) == 0))
@@ -946,7 +519,7 @@ static double input_value(const problem *p, const problem_tensor *t, rng *genera
 /* Build, run, reset                                                         */
 /* ------------------------------------------------------------------------ */
 
-static tsr_status fail(problem *p, tsr_status status, const char *what) {
+tsr_status problem_fail(problem *p, tsr_status status, const char *what) {
   snprintf(p->error, sizeof p->error, "%s: %s: %s", what, tsr_status_name(status),
            tsr_last_error());
   return status;
@@ -1051,7 +624,7 @@ static tsr_status layout_and_fill(problem *p, const problem_spec *spec, uint64_t
     if (fill_dense_fast(p, t, &generator, base, guard))
       continue;
     for (int64_t e = 0; e < t->numel; e++) {
-      int64_t offset = view_offset(&t->view, e);
+      int64_t offset = problem_view_offset(&t->view, e);
       if (t->role == ROLE_OUTPUT) {
         dtype_store_nan(base, t->view.dtype, offset);
       } else {
@@ -1076,20 +649,20 @@ tsr_status problem_build(problem *p, const problem_spec *spec, tsr_device *devic
       status = options->allocator->create(options->allocator->user, device, t->buffer_bytes,
                                           &t->view.buffer, &t->device_address);
       if (status != TSR_OK)
-        return fail(p, status, "allocating device memory");
+        return problem_fail(p, status, "allocating device memory");
       t->allocator = options->allocator;
     } else {
       status = tsr_buffer_create(device, t->buffer_bytes, &t->view.buffer);
       if (status != TSR_OK)
-        return fail(p, status, "tsr_buffer_create");
+        return problem_fail(p, status, "tsr_buffer_create");
     }
     status = tsr_buffer_write(queue, t->view.buffer, 0, t->image, t->buffer_bytes);
     if (status != TSR_OK)
-      return fail(p, status, "tsr_buffer_write");
+      return problem_fail(p, status, "tsr_buffer_write");
   }
   status = tsr_queue_finish(queue);
   if (status != TSR_OK)
-    return fail(p, status, "tsr_queue_finish");
+    return problem_fail(p, status, "tsr_queue_finish");
   if (!options->keep_images) {
     for (int i = 0; i < p->tensor_count; i++) {
       free(p->tensors[i].image);
@@ -1107,7 +680,7 @@ tsr_status problem_build_host(problem *p, const problem_spec *spec, uint64_t see
 }
 
 bool problem_host_data(problem *p, const char *name, void **data, size_t *bytes) {
-  int i = find_tensor(p, name);
+  int i = problem_find_tensor(p, name);
   if (i < 0)
     return false;
   problem_tensor *t = &p->tensors[i];
@@ -1170,10 +743,10 @@ tsr_status problem_reset(problem *p, tsr_queue *queue) {
       continue;
     tsr_status status = tsr_buffer_write(queue, t->view.buffer, 0, t->image, t->buffer_bytes);
     if (status != TSR_OK)
-      return fail(p, status, "tsr_buffer_write");
+      return problem_fail(p, status, "tsr_buffer_write");
   }
   tsr_status status = tsr_queue_finish(queue);
-  return status == TSR_OK ? TSR_OK : fail(p, status, "tsr_queue_finish");
+  return status == TSR_OK ? TSR_OK : problem_fail(p, status, "tsr_queue_finish");
 }
 
 void problem_destroy(problem *p) {
@@ -1188,372 +761,4 @@ void problem_destroy(problem *p) {
     free(t->observed);
   }
   p->tensor_count = 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Reference and error bounds                                                */
-/* ------------------------------------------------------------------------ */
-
-/* The host copy of a buffer's whole contents: the image of the tensor that
- * owns it (aliases share their owner's buffer). */
-static const void *host_copy_of(void *user, const tsr_buffer *buffer) {
-  const problem *p = user;
-  for (int i = 0; i < p->tensor_count; i++)
-    if (p->tensors[i].alias < 0 && p->tensors[i].view.buffer == buffer)
-      return p->tensors[i].image;
-  return NULL;
-}
-
-static double *reference_of(problem *p, const char *name) {
-  int i = find_tensor(p, name);
-  return i < 0 ? NULL : p->tensors[i].reference;
-}
-
-/* The core normalises the descriptor (tsr_reference_prepare), so the oracle
- * sees exactly the problem the plugin sees. */
-tsr_status problem_reference(problem *p) {
-  if (p->tensor_count == 0 || p->tensors[0].image == NULL)
-    return TSR_ERROR_INVALID_VALUE; /* built without keep_images */
-  tsr_device *device;
-  tsr_status status = tsr_buffer_device(p->tensors[0].view.buffer, &device);
-  if (status != TSR_OK)
-    return status;
-  union {
-    tsr_gemm_args gemm;
-    tsr_grouped_gemm_args grouped;
-    tsr_attention_args attention;
-    tsr_rmsnorm_args rmsnorm;
-    tsr_layernorm_args layernorm;
-    tsr_softmax_args softmax;
-    tsr_rope_args rope;
-    tsr_swiglu_args swiglu;
-    tsr_gelu_args gelu;
-    tsr_cross_entropy_args cross_entropy;
-  } args;
-  status = tsr_reference_prepare(device, p->spec.op, problem_descriptor(p), host_copy_of, p, &args,
-                                 sizeof args);
-  if (status != TSR_OK)
-    return status;
-  switch (p->spec.op) {
-  case TSR_OP_GEMM:
-    return tsr_reference_gemm(&args.gemm, reference_of(p, "d"));
-  case TSR_OP_GROUPED_GEMM:
-    return tsr_reference_grouped_gemm(&args.grouped, reference_of(p, "d"));
-  case TSR_OP_ATTENTION:
-    return tsr_reference_attention(&args.attention, reference_of(p, "o"), reference_of(p, "lse"));
-  case TSR_OP_RMSNORM:
-    return tsr_reference_rmsnorm(&args.rmsnorm, reference_of(p, "y"),
-                                 reference_of(p, "residual_out"));
-  case TSR_OP_LAYERNORM:
-    return tsr_reference_layernorm(&args.layernorm, reference_of(p, "y"));
-  case TSR_OP_SOFTMAX:
-    return tsr_reference_softmax(&args.softmax, reference_of(p, "y"));
-  case TSR_OP_ROPE:
-    return tsr_reference_rope(&args.rope, reference_of(p, p->spec.rope.in_place ? "x" : "y"));
-  case TSR_OP_SWIGLU:
-    return tsr_reference_swiglu(&args.swiglu, reference_of(p, "y"));
-  case TSR_OP_GELU:
-    return tsr_reference_gelu(&args.gelu, reference_of(p, "y"));
-  case TSR_OP_CROSS_ENTROPY:
-    return tsr_reference_cross_entropy(&args.cross_entropy, reference_of(p, "loss"),
-                                       reference_of(p, "lse"));
-  default:
-    return TSR_ERROR_INVALID_VALUE;
-  }
-}
-
-/* Error bounds. A correct kernel's normwise relative error comes from
- * rounding its output (a few u_out, including intermediates rounded to the
- * dtype such as attention probabilities), from f32 accumulation over K terms
- * (grows like sqrt(K) for random data), and from single-precision
- * transcendental functions (exp, tanh, erf, rsqrt: a few ulp, also fast
- * hardware versions). The constants leave a margin of several times what a
- * correct kernel shows, while a wrong mask, a missing bias or an off-by-one
- * position changes results by far more (tessera check's self-test shows
- * both sides). */
-#define BOUND_OUTPUT 6.0
-#define BOUND_ACCUMULATION 8.0
-#define BOUND_TRANSCENDENTAL 16.0
-/* Elementwise, a value may differ from the reference by this many bounds
- * times (|reference| + rms of the output): catches one wrong edge element
- * that the normwise error of a large output would dilute. */
-#define BOUND_ELEMENTWISE 16.0
-
-static double bound_for(tsr_dtype out, double accumulation, bool transcendental, double extra) {
-  const double u32 = ldexp(1.0, -24);
-  return BOUND_OUTPUT * dtype_unit_roundoff(out) + BOUND_ACCUMULATION * u32 * sqrt(accumulation) +
-         (transcendental ? BOUND_TRANSCENDENTAL * ldexp(1.0, -22) : 0.0) + extra;
-}
-
-static bool activation_transcendental(tsr_activation activation) {
-  return activation == TSR_ACT_GELU_TANH || activation == TSR_ACT_GELU_ERF ||
-         activation == TSR_ACT_SILU;
-}
-
-static double output_bound(const problem *p, const problem_tensor *t) {
-  tsr_dtype dt = p->spec.dtype;
-  switch (p->spec.op) {
-  case TSR_OP_GEMM:
-    return bound_for(t->view.dtype, (double)p->spec.gemm.k,
-                     activation_transcendental(p->spec.gemm.activation), 0.0);
-  case TSR_OP_GROUPED_GEMM:
-    return bound_for(t->view.dtype, (double)p->spec.grouped.k,
-                     activation_transcendental(p->spec.grouped.activation), 0.0);
-  case TSR_OP_ATTENTION: {
-    const attention_spec *a = &p->spec.attention;
-    if (strcmp(t->name, "lse") == 0) {
-      /* Kernels may fold the scale into q in the input dtype before the
-       * product, so lse is held to the dtype's precision, not f32's. */
-      return bound_for(dt, (double)a->head_dim, true, 0.0);
-    }
-    return bound_for(dt, (double)(a->seq_kv + a->head_dim), true, 0.0);
-  }
-  case TSR_OP_RMSNORM:
-  case TSR_OP_LAYERNORM:
-  case TSR_OP_SOFTMAX: {
-    if (strcmp(t->name, "residual_out") == 0)
-      return bound_for(dt, 1.0, false, 0.0);
-    const rows_spec *r = &p->spec.rows;
-    return bound_for(dt, (double)r->shape[r->rank - 1], true, 0.0);
-  }
-  case TSR_OP_ROPE: {
-    /* Angles are position * theta^(-2i/d) in f32: their absolute error grows
-     * with the position, and so does the output's. */
-    const rope_spec *r = &p->spec.rope;
-    double max_position = (double)(r->position_offset + r->seq);
-    return bound_for(dt, 1.0, true, 8.0 * ldexp(1.0, -24) * max_position);
-  }
-  case TSR_OP_SWIGLU:
-  case TSR_OP_GELU:
-    return bound_for(dt, 1.0, true, 0.0);
-  case TSR_OP_CROSS_ENTROPY:
-    return bound_for(TSR_DTYPE_F32, (double)p->spec.cross_entropy.vocab, true, 0.0);
-  default:
-    return 0.0;
-  }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Verification                                                              */
-/* ------------------------------------------------------------------------ */
-
-/* Describes a changed byte outside the outputs' elements. */
-static void describe_stray_write(const problem_tensor *t, size_t guard, size_t byte,
-                                 unsigned char before, unsigned char after, char *buf,
-                                 size_t capacity) {
-  size_t data_end = t->buffer_bytes - guard;
-  if (byte < guard)
-    snprintf(buf, capacity, "guard band before %s overwritten at byte -%zu (0x%02x -> 0x%02x)",
-             t->name, guard - byte, before, after);
-  else if (byte >= data_end)
-    snprintf(buf, capacity, "guard band after %s overwritten at byte +%zu (0x%02x -> 0x%02x)",
-             t->name, byte - data_end, before, after);
-  else if (t->role == ROLE_INPUT)
-    snprintf(buf, capacity, "input %s modified at byte %zu of its data (0x%02x -> 0x%02x)", t->name,
-             byte - guard, before, after);
-  else
-    snprintf(buf, capacity, "padding between elements of %s overwritten at byte %zu", t->name,
-             byte - guard);
-}
-
-/* Normwise and elementwise error of `observed` against the reference over
- * its finite elements; an infinite reference value must be matched exactly,
- * a NaN one by a NaN where the case expects NaN outputs (else the case is
- * broken), and any other non-finite value fails. */
-static bool output_error(const problem_tensor *t, const double *observed, bool nan_outputs,
-                         double *error, char *message, size_t capacity) {
-  double diff2 = 0.0, ref2 = 0.0;
-  int64_t finite = 0;
-  for (int64_t e = 0; e < t->numel; e++) {
-    double r = t->reference[e], o = observed[e];
-    char where[96];
-    if (isnan(r)) {
-      if (nan_outputs && isnan(o))
-        continue;
-      format_index(where, sizeof where, t->name, &t->view, e);
-      if (nan_outputs)
-        snprintf(message, capacity, "%s = %.6g, expected NaN", where, o);
-      else
-        snprintf(message, capacity,
-                 "the reference of %s is NaN but the case expects no NaN outputs (a broken "
-                 "case)",
-                 where);
-      *error = INFINITY;
-      return false;
-    }
-    if (isinf(r)) {
-      if (o != r) {
-        format_index(where, sizeof where, t->name, &t->view, e);
-        snprintf(message, capacity, "%s = %.6g, expected %.6g", where, o, r);
-        *error = INFINITY;
-        return false;
-      }
-      continue;
-    }
-    if (!isfinite(o)) {
-      format_index(where, sizeof where, t->name, &t->view, e);
-      snprintf(message, capacity, "%s = %.6g (not finite), expected %.6g", where, o, r);
-      *error = INFINITY;
-      return false;
-    }
-    diff2 += (o - r) * (o - r);
-    ref2 += r * r;
-    finite++;
-  }
-  *error = ref2 > 0.0 ? sqrt(diff2 / ref2) : sqrt(diff2);
-  if (*error > t->bound) {
-    snprintf(message, capacity, "%s: relative error %.3g > bound %.3g", t->name, *error, t->bound);
-    /* Name the worst element too: it usually points at the bug. */
-    double worst = -1.0;
-    int64_t worst_index = 0;
-    for (int64_t e = 0; e < t->numel; e++) {
-      double d = fabs(observed[e] - t->reference[e]);
-      if (isfinite(t->reference[e]) && d > worst) {
-        worst = d;
-        worst_index = e;
-      }
-    }
-    char where[96];
-    format_index(where, sizeof where, t->name, &t->view, worst_index);
-    append(message, capacity, "; worst %s = %.6g, expected %.6g", where, observed[worst_index],
-           t->reference[worst_index]);
-    return false;
-  }
-  double rms = finite > 0 ? sqrt(ref2 / (double)finite) : 0.0;
-  for (int64_t e = 0; e < t->numel; e++) {
-    double r = t->reference[e];
-    if (!isfinite(r))
-      continue;
-    if (fabs(observed[e] - r) > BOUND_ELEMENTWISE * t->bound * (fabs(r) + rms)) {
-      char where[96];
-      format_index(where, sizeof where, t->name, &t->view, e);
-      snprintf(message, capacity,
-               "%s = %.6g, expected %.6g (elementwise error beyond %.0f x bound; normwise "
-               "%.3g within %.3g)",
-               where, observed[e], r, BOUND_ELEMENTWISE, *error, t->bound);
-      return false;
-    }
-  }
-  return true;
-}
-
-static bool reference_has_nan(const problem *p) {
-  for (int i = 0; i < p->tensor_count; i++) {
-    const problem_tensor *t = &p->tensors[i];
-    for (int64_t e = 0; t->role != ROLE_INPUT && t->reference && e < t->numel; e++)
-      if (isnan(t->reference[e]))
-        return true;
-  }
-  return false;
-}
-
-tsr_status problem_verify(problem *p, tsr_queue *queue, verify_result *result) {
-  memset(result, 0, sizeof *result);
-  result->passed = true;
-  if (p->tensor_count == 0 || p->tensors[0].image == NULL) {
-    snprintf(p->error, sizeof p->error, "problem_verify needs a problem built with keep_images");
-    return TSR_ERROR_INVALID_VALUE;
-  }
-  size_t guard = p->tensors[0].view.offset;
-  double worst_ratio = -1.0;
-  for (int i = 0; i < p->tensor_count; i++) {
-    problem_tensor *t = &p->tensors[i];
-    unsigned char *after = malloc(t->buffer_bytes);
-    if (after == NULL) {
-      snprintf(p->error, sizeof p->error, "out of host memory reading %s back", t->name);
-      return TSR_ERROR_OUT_OF_MEMORY;
-    }
-    tsr_status status = tsr_buffer_read(queue, t->view.buffer, 0, after, t->buffer_bytes);
-    if (status != TSR_OK) {
-      free(after);
-      return fail(p, status, "tsr_buffer_read");
-    }
-    /* Every byte that is not an output element must be as written. */
-    for (size_t b = 0; b < t->buffer_bytes && result->passed; b++) {
-      if ((t->output_mask == NULL || !t->output_mask[b]) && after[b] != t->image[b]) {
-        describe_stray_write(t, guard, b, t->image[b], after[b], result->message,
-                             sizeof result->message);
-        result->passed = false;
-        result->error = INFINITY;
-      }
-    }
-    if (t->role != ROLE_INPUT) {
-      for (int64_t e = 0; e < t->numel; e++)
-        t->observed[e] = dtype_load(after + guard, t->view.dtype, view_offset(&t->view, e));
-      t->bound = output_bound(p, t);
-      if (result->passed) {
-        double error = 0.0;
-        bool ok = output_error(t, t->observed, p->spec.nan_outputs, &error, result->message,
-                               sizeof result->message);
-        double ratio = error / t->bound;
-        if (!ok || ratio > worst_ratio) {
-          worst_ratio = ratio;
-          result->error = error;
-          result->bound = t->bound;
-        }
-        if (!ok)
-          result->passed = false;
-      }
-    }
-    free(after);
-  }
-  if (p->spec.nan_outputs && result->passed && !reference_has_nan(p)) {
-    snprintf(result->message, sizeof result->message,
-             "the case expects NaN outputs but the reference has none (its special inputs "
-             "missed)");
-    result->passed = false;
-    result->error = INFINITY;
-  }
-  return TSR_OK;
-}
-
-void problem_compare(const problem *a, const problem *b, verify_result *result) {
-  memset(result, 0, sizeof *result);
-  result->passed = true;
-  double worst_ratio = -1.0;
-  for (int i = 0; i < a->tensor_count && i < b->tensor_count; i++) {
-    const problem_tensor *ta = &a->tensors[i], *tb = &b->tensors[i];
-    if (ta->role == ROLE_INPUT || ta->observed == NULL || tb->observed == NULL)
-      continue;
-    /* The difference between the devices, on the reference's scale. */
-    double diff2 = 0.0, ref2 = 0.0, worst = -1.0;
-    int64_t worst_index = 0;
-    bool mismatch = false;
-    for (int64_t e = 0; e < ta->numel; e++) {
-      double x = ta->observed[e], y = tb->observed[e];
-      if (x == y)
-        continue; /* includes equal infinities */
-      if (isnan(x) && isnan(y) && isnan(ta->reference[e]))
-        continue; /* both NaN where NaN is right (verify checked that it is expected) */
-      if (!isfinite(x) || !isfinite(y)) {
-        mismatch = true;
-        worst_index = e;
-        break;
-      }
-      diff2 += (x - y) * (x - y);
-      if (fabs(x - y) > worst) {
-        worst = fabs(x - y);
-        worst_index = e;
-      }
-    }
-    for (int64_t e = 0; e < ta->numel; e++)
-      if (isfinite(ta->reference[e]))
-        ref2 += ta->reference[e] * ta->reference[e];
-    double error = mismatch ? INFINITY : (ref2 > 0.0 ? sqrt(diff2 / ref2) : sqrt(diff2));
-    if (error / ta->bound > worst_ratio) {
-      worst_ratio = error / ta->bound;
-      result->error = error;
-      result->bound = ta->bound;
-    }
-    if (result->passed && error > ta->bound) {
-      char where[96];
-      format_index(where, sizeof where, ta->name, &ta->view, worst_index);
-      snprintf(result->message, sizeof result->message,
-               "devices disagree on %s: relative difference %.3g > bound %.3g; worst %s = %.6g "
-               "vs %.6g (reference %.6g)",
-               ta->name, error, ta->bound, where, ta->observed[worst_index],
-               tb->observed[worst_index], ta->reference[worst_index]);
-      result->passed = false;
-    }
-  }
 }

@@ -120,6 +120,9 @@ void problem_format_shape(const problem_spec *spec, char *buf, size_t capacity);
  * Prints the error and returns false when it does not fit the op. */
 bool problem_spec_from_shape(problem_spec *spec, tsr_op op, tsr_dtype dtype, const char *shape,
                              bool causal);
+/* The same, quiet: why it does not fit goes to `why`. */
+bool problem_spec_parse(problem_spec *spec, tsr_op op, tsr_dtype dtype, const char *shape,
+                        bool causal, char *why, size_t capacity);
 /* Help text on SHAPE syntax, one line per op. */
 const char *problem_shape_help(void);
 

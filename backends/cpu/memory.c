@@ -153,13 +153,7 @@ void *cpu_buffer_host_pointer(void *handle, void *buffer_handle) {
 
 static bool check_range(const cpu_plugin *plugin, const char *what, const cpu_buffer *buffer,
                         uint64_t offset, uint64_t bytes) {
-  if (offset <= buffer->bytes && bytes <= buffer->bytes - offset)
-    return true;
-  tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_BOUNDS,
-                  "%s of %llu bytes at offset %llu passes the end of a %llu-byte buffer", what,
-                  (unsigned long long)bytes, (unsigned long long)offset,
-                  (unsigned long long)buffer->bytes);
-  return false;
+  return tsr_plugin_range_inside(&plugin->host, what, buffer->bytes, offset, bytes);
 }
 
 /* buffer_write (host to buffer) and buffer_read: after the queue's earlier

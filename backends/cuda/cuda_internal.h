@@ -1,111 +1,76 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internal declarations of the CUDA plugin: plugin, device, buffer, queue and
- * event objects, the kernel registry, and the op launchers (ops.c). Not
- * installed. */
+/* What the CUDA plugin's files share: the plugin object (the GPU layer's,
+ * with libcuda's entry points), the driver table over libcuda, the vendor
+ * description (NVIDIA's kernels, tables and hooks) and the sm_90a launches.
+ * Not installed. */
 #ifndef TESSERA_CUDA_INTERNAL_H
 #define TESSERA_CUDA_INTERNAL_H
 
-#include <pthread.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include "driver.h"
-#include "tessera/plugin.h"
-
-enum { CUDA_MESSAGE_CAPACITY = 512 };
-
-/* What init learned about one GPU. */
-typedef struct cuda_device_props {
-  CUdevice handle;
-  char name[256];
-  char uuid[64];
-  int cc_major, cc_minor;
-  int multiprocessors;
-  int l2_bytes;
-  int smem_per_block_optin;
-  int smem_per_multiprocessor;
-  int clock_khz, memory_clock_khz, bus_width_bits;
-  int pci_domain, pci_bus, pci_device;
-  size_t memory_bytes;
-} cuda_device_props;
+#include "../gpu/gpu.h"
+#include "cuda_api.h"
 
 typedef struct cuda_plugin {
-  tsr_host_services host;
-  cuda_driver driver; /* library NULL: no driver, no devices */
+  gpu_plugin gpu; /* first: the handle the GPU layer's entries take */
+  cuda_api api;   /* library NULL: no driver, no devices */
   int driver_version;
-  int device_count;
-  cuda_device_props *devices;
 } cuda_plugin;
 
-/* The kernels of the embedded module (configs.c lists them). */
-typedef struct cuda_kernel_info {
-  const char *name;
-  int dynamic_smem; /* the most dynamic shared memory it is launched with; -1: device limit */
-  int threads;      /* block size (for the occupancy query), 0: not queried */
-} cuda_kernel_info;
-
-int cuda_kernel_count(void);
-const cuda_kernel_info *cuda_kernel_at(int index);
-/* Index of a kernel by name; -1 when there is none. */
-int cuda_kernel_index(const char *name);
-
-typedef struct cuda_device {
-  cuda_plugin *plugin;
-  const cuda_device_props *props;
-  CUcontext context;
-  CUmodule module;
-  CUfunction *functions;  /* per kernel index */
-  int *blocks_per_sm;     /* occupancy of each kernel at its launch shape (0: not run-able) */
-  int dynamic_smem_limit; /* what kernels with dynamic_smem -1 may use */
-  pthread_mutex_t lock;   /* guards the queue list */
-  struct cuda_queue *queues;
-} cuda_device;
-
-typedef struct cuda_buffer {
-  CUdeviceptr pointer;
-  uint64_t bytes;
-  bool wrapped; /* the application's memory: never freed here */
-} cuda_buffer;
-
-typedef struct cuda_queue {
-  cuda_device *device;
-  struct cuda_queue *next_in_device;
-  CUstream stream;
-  /* int32 on the device: the smallest row a cross_entropy found a bad target
-   * in (INT32_MAX: none), checked and reset by queue_finish. */
-  CUdeviceptr status;
-  bool status_armed;
-  int64_t status_vocab, status_ignore_index;
-  /* f32 scratch for split-K partials, grown on demand. */
-  CUdeviceptr workspace;
-  size_t workspace_bytes;
-} cuda_queue;
-
-typedef struct cuda_event {
-  cuda_device *device;
-  CUevent event;
-} cuda_event;
-
-/* ---- helpers shared by plugin.c and ops.c ---- */
-
-void cuda_set_error(const cuda_plugin *plugin, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void cuda_log(const cuda_plugin *plugin, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Sets the error "cuda: <what>: <driver description>" and returns
- * TSR_ERROR_BACKEND (TSR_ERROR_OUT_OF_MEMORY for allocation failures). */
-tsr_status cuda_fail(const cuda_plugin *plugin, CUresult result, const char *what);
-/* Makes the device's context current on the calling thread. */
-tsr_status cuda_enter(const cuda_device *device);
-
-static inline CUdeviceptr cuda_tensor_address(const tsr_plugin_tensor *t) {
-  return ((const cuda_buffer *)t->buffer)->pointer + t->offset;
+static inline const cuda_plugin *cuda_plugin_of(const gpu_plugin *plugin) {
+  return (const cuda_plugin *)plugin;
 }
 
-/* ---- ops (ops.c) ---- */
+/* ---- driver.c ---- */
 
-/* Queues op `op` with the config configs.c resolved for `variant`. */
-tsr_status cuda_op_launch(cuda_queue *queue, tsr_op op, const void *args, const void *config);
+/* Opens `library` (NULL or empty: libcuda.so.1) and resolves the driver
+ * API; fills the plugin's driver table over it. Returns false with `why`
+ * (a sentence) when that fails; nothing is then left open. */
+bool cuda_driver_open(cuda_plugin *plugin, const char *library, char *why, size_t capacity);
+void cuda_driver_close(cuda_plugin *plugin);
+/* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for a result. */
+void cuda_describe(void *api, int result, char *buffer, size_t capacity);
+
+/* The driver table's entries over libcuda, by subject (device.c, memory.c,
+ * queue.c); their context is the plugin's cuda_api. */
+void cuda_device_entries(gpu_driver *driver);
+void cuda_memory_entries(gpu_driver *driver);
+void cuda_queue_entries(gpu_driver *driver);
+
+/* ---- device.c: the ABI entries that know the CUDA runtime ---- */
+
+tsr_status cuda_init(const tsr_host_services_v2 *services, void **plugin, char *reason,
+                     size_t reason_capacity);
+void cuda_shutdown(void *plugin);
+uint32_t cuda_device_count(void *plugin);
+tsr_status cuda_device_info(void *plugin, uint32_t index, tsr_device_info *info);
+tsr_status cuda_device_open(void *plugin, uint32_t index, void **device);
+void cuda_device_close(void *device);
+
+/* ---- configs.c ---- */
+
+extern const gpu_vendor cuda_vendor;
+/* The tile-table class of a device, by name ("sm_90"). */
+const char *cuda_arch_name(int arch_major, int arch_minor);
+
+/* ---- ops_sm90.c: the GPU_GEMM_VENDOR hooks ---- */
+
+tsr_status cuda_gemm_sm90_run(gpu_queue *queue, const gpu_gemm_prepared *prepared,
+                              const tsr_gemm_args *args, tsr_gpu_gemm_params *p, int64_t batch);
+tsr_status cuda_grouped_gemm_sm90_run(gpu_queue *queue, const gpu_gemm_prepared *prepared,
+                                      const tsr_grouped_gemm_args *args, tsr_gpu_gemm_params *p);
+/* A 16-bit (or f32) GEMM operand as a 3-D TMA tensor map: dims {its
+ * unit-stride dim, its other matrix dim, batch or group}, byte strides of
+ * the last two. */
+typedef struct cuda_tma_operand {
+  bool k_major; /* the unit stride runs along K */
+  bool batched; /* the third dim is indexed (else it has extent 1) */
+  uint64_t dims[3];
+  uint64_t strides[2];
+} cuda_tma_operand;
+/* Describes matrix dims `row_dim` and `k_dim` (and `batch_dim`, -1: none)
+ * of a tensor as a TMA operand; false when TMA cannot load it: a start that
+ * is not 16-byte aligned, no unit stride, other strides that are not
+ * multiples of 16 bytes or not nested. */
+bool cuda_tma_operand_of(const tsr_plugin_tensor *t, int row_dim, int k_dim, int batch_dim,
+                         cuda_tma_operand *out);
 
 #endif /* TESSERA_CUDA_INTERNAL_H */

@@ -5,10 +5,11 @@
 #   1. tessera check (every case),
 #   2. compute-sanitizer --tool memcheck over tessera check --quick,
 #   3. tessera bench --short,
-#   4. tessera bench --suite cuda: issue 4's acceptance rows, each GEMM row
-#      with cuBLASLt timed in the same run on the same buffers (the library
-#      is found by the dynamic linker, else TESSERA_CUBLASLT, else the pip
-#      copy torch uses: site-packages/nvidia/cublas/lib), row ops against the
+#   4. tessera bench --suite cuda (bench/suites/cuda-llm.suite): the CUDA
+#      acceptance rows, each GEMM row with cuBLASLt timed in the same run
+#      on the same buffers (the library is found by the dynamic linker, else
+#      TESSERA_CUBLASLT, else the pip copy torch uses:
+#      site-packages/nvidia/cublas/lib), row ops against the
 #      copy bandwidth, and the verdicts,
 #   5. tessera tune on the same shapes (every variant timed; optional),
 #   6. PyTorch on the same shapes where it is installed (torch_reference.py):

@@ -66,21 +66,6 @@ typedef struct sample_event {
   struct timespec reached;
 } sample_event;
 
-static const char *sample_dtype_name(int32_t dtype) {
-  switch (dtype) {
-  case TSR_DTYPE_F32:
-    return "f32";
-  case TSR_DTYPE_F16:
-    return "f16";
-  case TSR_DTYPE_BF16:
-    return "bf16";
-  case TSR_DTYPE_I32:
-    return "i32";
-  default:
-    return "invalid";
-  }
-}
-
 /* ---- plugin lifetime and the device ---- */
 
 static tsr_status sample_init(const tsr_host_services_v2 *host, void **plugin_out, char *reason,
@@ -300,7 +285,7 @@ static tsr_status sample_require_f32(const sample_plugin *plugin, tsr_op op, con
   if (t->dtype == TSR_DTYPE_F32)
     return TSR_OK;
   return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED, "%s runs in f32 only, but %s is %s",
-                         tsr_plugin_op_name(op), tensor, sample_dtype_name(t->dtype));
+                         tsr_plugin_op_name(op), tensor, tsr_plugin_dtype_name(t->dtype));
 }
 
 static tsr_status sample_op_supported(void *device_state, tsr_op op, const void *args) {

@@ -110,6 +110,19 @@ static inline const char *tsr_plugin_env(const tsr_plugin_host *host, const char
   return host->services.get_env ? host->services.get_env(name) : NULL;
 }
 
+/* Whether [offset, offset + bytes) lies inside a buffer of `size` bytes; if
+ * not, sets "<what> of N bytes at offset O passes the end of a S-byte buffer"
+ * (the core checks ranges first: this is the plugin's own guard). */
+static inline bool tsr_plugin_range_inside(const tsr_plugin_host *host, const char *what,
+                                           uint64_t size, uint64_t offset, uint64_t bytes) {
+  if (offset <= size && bytes <= size - offset)
+    return true;
+  tsr_plugin_fail(host, TSR_ERROR_OUT_OF_BOUNDS,
+                  "%s of %llu bytes at offset %llu passes the end of a %llu-byte buffer", what,
+                  (unsigned long long)bytes, (unsigned long long)offset, (unsigned long long)size);
+  return false;
+}
+
 /* ---- ops and args ---- */
 
 static inline bool tsr_plugin_op_known(tsr_op op) {
@@ -122,6 +135,23 @@ static inline const char *tsr_plugin_op_name(tsr_op op) {
       "gemm",    "grouped_gemm", "attention", "rmsnorm", "layernorm",
       "softmax", "rope",         "swiglu",    "gelu",    "cross_entropy"};
   return tsr_plugin_op_known(op) ? names[op] : "unknown op";
+}
+
+/* The dtype's name as the core spells it ("f32", "bf16"); "invalid" for a
+ * value that is none. */
+static inline const char *tsr_plugin_dtype_name(int32_t dtype) {
+  switch (dtype) {
+  case TSR_DTYPE_F32:
+    return "f32";
+  case TSR_DTYPE_F16:
+    return "f16";
+  case TSR_DTYPE_BF16:
+    return "bf16";
+  case TSR_DTYPE_I32:
+    return "i32";
+  default:
+    return "invalid";
+  }
 }
 
 /* Copies the op's args at the size both sides know (the caller's struct_size

@@ -5,7 +5,8 @@
  * by its output which config ran:
  * - a repeated problem is chosen once per queue; another shape, another
  *   address alignment or another queue chooses again; another offset with
- *   the same alignment does not;
+ *   the same alignment does not; the repeated-call path still checks each
+ *   call's buffers (destroyed, too small, overlapping, of another context);
  * - desc->variant is part of the signature: honoured, chosen once, and a
  *   name the plugin lacks fails on every call;
  * - TESSERA_CONFIG is read when the context is made; "probe.gelu:" scopes an
@@ -112,6 +113,35 @@ static void check_cache(void) {
   run(other, &g);
   CHECK_INT(stats->selects - before, 4);
   tsr_queue_destroy(other);
+
+  /* the repeated-call path checks the buffers on every call: the same
+   * structure with a destroyed buffer, a tensor past the end, an output
+   * meeting its input, a buffer of another context each fail as validation
+   * says, and a good call after them still runs */
+  tsr_buffer *spare = NULL;
+  REQUIRE_OK(tsr_buffer_create(device, 4096, &spare));
+  tsr_gelu_desc elsewhere = gelu_at(0, 1024, 16);
+  elsewhere.y.buffer = spare;
+  CHECK_STATUS(tsr_gelu(queue, &elsewhere), TSR_OK);
+  REQUIRE_OK(tsr_queue_finish(queue));
+  tsr_buffer_destroy(spare);
+  CHECK_STATUS(tsr_gelu(queue, &elsewhere), TSR_ERROR_INVALID_VALUE);
+  CHECK_ERROR("tsr_gelu", "destroyed");
+  tsr_gelu_desc past = gelu_at(0, 4096 - 32, 16);
+  CHECK_STATUS(tsr_gelu(queue, &past), TSR_ERROR_OUT_OF_BOUNDS);
+  tsr_gelu_desc meeting = gelu_at(0, 32, 16);
+  CHECK_STATUS(tsr_gelu(queue, &meeting), TSR_ERROR_OVERLAP);
+  tsr_context *other_context = NULL;
+  tsr_device *other_device = NULL;
+  tsr_buffer *foreign = NULL;
+  REQUIRE_OK(tsr_context_create(NULL, &other_context));
+  REQUIRE_OK(tsr_device_open(other_context, "probe", &other_device));
+  REQUIRE_OK(tsr_buffer_create(other_device, 4096, &foreign));
+  tsr_gelu_desc away = gelu_at(0, 1024, 16);
+  away.y.buffer = foreign;
+  CHECK_STATUS(tsr_gelu(queue, &away), TSR_ERROR_WRONG_DEVICE);
+  tsr_context_destroy(other_context);
+  CHECK_STR(run(queue, &g), "probe-a");
 
   /* a variant named in the call: part of the signature, so chosen once */
   g.variant = "probe-b";

@@ -199,9 +199,9 @@ elseif(CASE STREQUAL "bench_suite")
   run(EXIT zero ARGS bench --suite cpu --short --op rmsnorm --json ${WORK_DIR}/suite.json
       EXPECT "rmsnorm +f32 +8192x8192 "
              "rmsnorm f32 8192x8192: GB/s / copy bandwidth +[0-9.]+ +>= 0.8 +- +(PASS|FAIL)"
-             "suite cpu: [01] PASS, [01] FAIL, 0 n/a")
+             "suite cpu-kernels: [01] PASS, [01] FAIL, 0 n/a")
   file(READ ${WORK_DIR}/suite.json json)
-  foreach(needle "\"suite\": \"cpu\"" "\"criteria\": \\["
+  foreach(needle "\"suite\": \"cpu-kernels\"" "\"criteria\": \\["
                  "\"criterion\": \"rmsnorm f32 8192x8192: GB/s / copy bandwidth\""
                  "\"threshold\": 0.8" "\"verdict\": \"(PASS|FAIL)\"")
     if(NOT json MATCHES "${needle}")
@@ -229,14 +229,14 @@ elseif(CASE STREQUAL "bench_suite")
   run(EXIT zero ARGS bench --suite cpu --short --op attention --device cpu
       EXPECT "attention f32 1x8x8x2048x2048x128: GFLOP/s / tessera's gemm f32 4096x4096x4096 +- +>= 0.5 +- +n/a \\(reference row not run\\)")
   run(EXIT nonzero ARGS bench --suite gpu
-      EXPECT "unknown suite 'gpu' \\(suites: default, cpu, cuda, vulkan\\)")
+      EXPECT "unknown suite 'gpu': no gpu.suite in [^ ]*/share/tessera/bench/suites \\(suites there: cpu-kernels, cuda-llm, default, vulkan-vs-cuda; short names: cpu, cuda, vulkan\\)")
   # suite vulkan runs on Vulkan GPUs (with CUDA devices as the reference);
   # the CPU, and a CPU Vulkan device not named, are skipped, each saying so.
   # Where none is, the suite ran nothing: a failure, not a silent success.
   run(EXIT 1 ARGS bench --suite vulkan --short
-      EXPECT "skipped: suite vulkan runs on Vulkan devices \\(and CUDA ones for reference\\)"
+      EXPECT "skipped: suite vulkan-vs-cuda runs on Vulkan devices \\(and CUDA ones for reference\\)"
              "bench: no case matched"
-      REJECT "suite vulkan: [1-9]")
+      REJECT "suite vulkan-vs-cuda: [1-9]")
 
 elseif(CASE STREQUAL "openblas_child")
   # The hidden subcommand bench runs OpenBLAS through checks its arguments

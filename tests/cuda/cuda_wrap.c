@@ -10,14 +10,7 @@
 
 #include <tessera/tessera.h>
 
-typedef int (*cu_init_fn)(unsigned);
-typedef int (*cu_device_get_fn)(int *, int);
-typedef int (*cu_ctx_retain_fn)(void **, int);
-typedef int (*cu_ctx_set_fn)(void *);
-typedef int (*cu_alloc_fn)(unsigned long long *, size_t);
-typedef int (*cu_free_fn)(unsigned long long);
-typedef int (*cu_htod_fn)(unsigned long long, const void *, size_t);
-typedef int (*cu_dtoh_fn)(void *, unsigned long long, size_t);
+#include "cuda_api.h"
 
 static int failures;
 #define CHECK(cond, ...)                                                                           \
@@ -30,35 +23,27 @@ static int failures;
     }                                                                                              \
   } while (0)
 
-#define RESOLVE(type, name, symbol)                                                                \
-  type name;                                                                                       \
-  *(void **)&name = dlsym(cuda, symbol);                                                           \
-  if (!name) {                                                                                     \
-    fprintf(stderr, "skipped: libcuda lacks %s\n", symbol);                                        \
-    return 77;                                                                                     \
-  }
-
 int main(void) {
   void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!cuda) {
     fprintf(stderr, "skipped: no libcuda.so.1\n");
     return 77;
   }
-  RESOLVE(cu_init_fn, cu_init, "cuInit");
-  RESOLVE(cu_device_get_fn, cu_device_get, "cuDeviceGet");
-  RESOLVE(cu_ctx_retain_fn, cu_ctx_retain, "cuDevicePrimaryCtxRetain");
-  RESOLVE(cu_ctx_set_fn, cu_ctx_set, "cuCtxSetCurrent");
-  RESOLVE(cu_alloc_fn, cu_alloc, "cuMemAlloc_v2");
-  RESOLVE(cu_free_fn, cu_free, "cuMemFree_v2");
-  RESOLVE(cu_htod_fn, cu_htod, "cuMemcpyHtoD_v2");
-  RESOLVE(cu_dtoh_fn, cu_dtoh, "cuMemcpyDtoH_v2");
-  int dev;
-  void *ctx;
-  if (cu_init(0) != 0 || cu_device_get(&dev, 0) != 0) {
+  cuda_api cu;
+  const char *missing = cuda_api_load(&cu, cuda);
+  if (!missing && (!cu.cuMemcpyHtoD || !cu.cuMemcpyDtoH))
+    missing = "cuMemcpyHtoD_v2 or cuMemcpyDtoH_v2";
+  if (missing) {
+    fprintf(stderr, "skipped: libcuda lacks %s\n", missing);
+    return 77;
+  }
+  CUdevice dev;
+  CUcontext ctx;
+  if (cu.cuInit(0) != 0 || cu.cuDeviceGet(&dev, 0) != 0) {
     fprintf(stderr, "skipped: no CUDA device\n");
     return 77;
   }
-  if (cu_ctx_retain(&ctx, dev) != 0 || cu_ctx_set(ctx) != 0) {
+  if (cu.cuDevicePrimaryCtxRetain(&ctx, dev) != 0 || cu.cuCtxSetCurrent(ctx) != 0) {
     fprintf(stderr, "FAIL: cannot make the primary context current\n");
     return 1;
   }
@@ -80,10 +65,10 @@ int main(void) {
     up[i] = (float)((i % 31) - 15) / 8.0f;
   }
   /* One application allocation holding gate, up and y back to back. */
-  unsigned long long memory;
-  CHECK(cu_alloc(&memory, 3 * sizeof gate) == 0, "cuMemAlloc");
-  CHECK(cu_htod(memory, gate, sizeof gate) == 0, "copy gate");
-  CHECK(cu_htod(memory + sizeof gate, up, sizeof up) == 0, "copy up");
+  CUdeviceptr memory;
+  CHECK(cu.cuMemAlloc(&memory, 3 * sizeof gate) == 0, "cuMemAlloc");
+  CHECK(cu.cuMemcpyHtoD(memory, gate, sizeof gate) == 0, "copy gate");
+  CHECK(cu.cuMemcpyHtoD(memory + sizeof gate, up, sizeof up) == 0, "copy up");
 
   tsr_buffer *wrapped = NULL;
   CHECK(tsr_buffer_wrap_cuda(device, memory, 3 * sizeof gate, &wrapped) == TSR_OK, "wrap");
@@ -95,7 +80,7 @@ int main(void) {
   CHECK(tsr_swiglu(queue, &desc) == TSR_OK, "swiglu on wrapped memory");
   CHECK(tsr_queue_finish(queue) == TSR_OK, "finish");
   /* The result is in the application's memory, read with the driver. */
-  CHECK(cu_dtoh(y, memory + 2 * sizeof gate, sizeof y) == 0, "read y");
+  CHECK(cu.cuMemcpyDtoH(y, memory + 2 * sizeof gate, sizeof y) == 0, "read y");
   double worst = 0.0;
   for (int i = 0; i < N; i++) {
     double g = gate[i], want = g / (1.0 + exp(-g)) * up[i];
@@ -118,7 +103,7 @@ int main(void) {
    * afterwards succeeds (a double free would not). */
   tsr_buffer_destroy(wrapped);
   tsr_context_destroy(context);
-  CHECK(cu_free(memory) == 0, "the application frees its own memory");
+  CHECK(cu.cuMemFree(memory) == 0, "the application frees its own memory");
   if (failures)
     fprintf(stderr, "cuda_wrap: %d failure(s)\n", failures);
   else

@@ -14,14 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
+/* The signatures of backends/cuda/cuda_api.h: each definition below is
+ * checked against the prototype the plugin resolves. */
+#include "cuda_api.h"
 
+/* What handles point at: never read. */
 static int dummy_object;
+#define DUMMY(type) ((type)(void *)&dummy_object)
 static uint64_t launches;
 static CUdeviceptr next_address = 1ull << 40;
 
-CUresult cuInit(unsigned flags) {
+CUresult cuInit(unsigned int flags) {
   (void)flags;
   return 0;
 }
@@ -33,16 +36,16 @@ CUresult cuDeviceGetCount(int *count) {
   *count = 1;
   return 0;
 }
-CUresult cuDeviceGet(int *device, int ordinal) {
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   *device = ordinal;
   return 0;
 }
-CUresult cuDeviceGetName(char *name, int length, int device) {
+CUresult cuDeviceGetName(char *name, int length, CUdevice device) {
   (void)device;
   snprintf(name, (size_t)length, "Fake H100 (host-time stand-in)");
   return 0;
 }
-CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
+CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice device) {
   (void)device;
   switch (attribute) {
   case 1: /* max threads per block */
@@ -83,26 +86,26 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
   }
   return 0;
 }
-CUresult cuDeviceTotalMem_v2(size_t *bytes, int device) {
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice device) {
   (void)device;
   *bytes = (size_t)80 << 30;
   return 0;
 }
-CUresult cuDeviceGetUuid_v2(void *uuid, int device) {
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice device) {
   (void)device;
   memset(uuid, 0x42, 16);
   return 0;
 }
-CUresult cuDevicePrimaryCtxRetain(void **context, int device) {
+CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
   (void)device;
-  *context = &dummy_object;
+  *context = DUMMY(CUcontext);
   return 0;
 }
-CUresult cuDevicePrimaryCtxRelease_v2(int device) {
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   (void)device;
   return 0;
 }
-CUresult cuCtxSetCurrent(void *context) {
+CUresult cuCtxSetCurrent(CUcontext context) {
   (void)context;
   return 0;
 }
@@ -123,78 +126,78 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *bytes, CUdeviceptr p
   *bytes = 0;
   return 1;
 }
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, void *stream) {
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream) {
   (void)dst, (void)src, (void)bytes, (void)stream;
   return 0;
 }
-CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, void *stream) {
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   (void)src, (void)stream;
   memset(dst, 0, bytes);
   return 0;
 }
-CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void *stream) {
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   (void)dst, (void)src, (void)bytes, (void)stream;
   return 0;
 }
-CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t count, void *stream) {
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count, CUstream stream) {
   (void)dst, (void)value, (void)count, (void)stream;
   return 0;
 }
-CUresult cuStreamCreate(void **stream, unsigned flags) {
+CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
   (void)flags;
-  *stream = &dummy_object;
+  *stream = DUMMY(CUstream);
   return 0;
 }
-CUresult cuStreamDestroy_v2(void *stream) {
+CUresult cuStreamDestroy_v2(CUstream stream) {
   (void)stream;
   return 0;
 }
-CUresult cuStreamSynchronize(void *stream) {
+CUresult cuStreamSynchronize(CUstream stream) {
   (void)stream;
   return 0;
 }
-CUresult cuEventCreate(void **event, unsigned flags) {
+CUresult cuEventCreate(CUevent *event, unsigned int flags) {
   (void)flags;
   *event = malloc(8);
   return 0;
 }
-CUresult cuEventRecord(void *event, void *stream) {
+CUresult cuEventRecord(CUevent event, CUstream stream) {
   (void)event, (void)stream;
   return 0;
 }
-CUresult cuEventSynchronize(void *event) {
+CUresult cuEventSynchronize(CUevent event) {
   (void)event;
   return 0;
 }
-CUresult cuEventElapsedTime_v2(float *ms, void *start, void *end) {
+CUresult cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end) {
   (void)start, (void)end;
   *ms = 0.001f;
   return 0;
 }
-CUresult cuEventDestroy_v2(void *event) {
+CUresult cuEventDestroy_v2(CUevent event) {
   free(event);
   return 0;
 }
-CUresult cuModuleLoadData(void **module, const void *image) {
+CUresult cuModuleLoadData(CUmodule *module, const void *image) {
   (void)image;
-  *module = &dummy_object;
+  *module = DUMMY(CUmodule);
   return 0;
 }
-CUresult cuModuleUnload(void *module) {
+CUresult cuModuleUnload(CUmodule module) {
   (void)module;
   return 0;
 }
-CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
+CUresult cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name) {
   (void)module, (void)name;
-  *function = &dummy_object;
+  *function = DUMMY(CUfunction);
   return 0;
 }
-CUresult cuFuncSetAttribute(void *function, int attribute, int value) {
+CUresult cuFuncSetAttribute(CUfunction function, int attribute, int value) {
   (void)function, (void)attribute, (void)value;
   return 0;
 }
-CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *function, int block_size,
-                                                     size_t dynamic_smem) {
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, CUfunction function,
+                                                     int block_size, size_t dynamic_smem) {
   (void)function;
   int by_threads = block_size > 0 ? 2048 / block_size : 1;
   int by_smem = dynamic_smem > 0 ? (int)((228u * 1024u) / (dynamic_smem + 1024)) : 32;
@@ -202,9 +205,9 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *function
   *blocks = n > 0 ? n : 0;
   return 0;
 }
-CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned by, unsigned bz, unsigned smem, void *stream, void **params,
-                        void **extra) {
+CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
+                        CUstream stream, void **params, void **extra) {
   (void)function, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem,
       (void)stream, (void)params, (void)extra;
   launches++;
@@ -220,9 +223,9 @@ CUresult cuGetErrorString(CUresult error, const char **text) {
   *text = "fake driver";
   return 0;
 }
-CUresult cuTensorMapEncodeTiled(void *map, int data_type, unsigned rank, void *address,
+CUresult cuTensorMapEncodeTiled(void *map, int data_type, unsigned int rank, void *address,
                                 const unsigned long long *dims, const unsigned long long *strides,
-                                const unsigned *box, const unsigned *element_strides,
+                                const unsigned int *box, const unsigned int *element_strides,
                                 int interleave, int swizzle, int l2, int oob) {
   (void)data_type, (void)rank, (void)dims, (void)strides, (void)box, (void)element_strides,
       (void)interleave, (void)swizzle, (void)l2, (void)oob;

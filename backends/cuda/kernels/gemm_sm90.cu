@@ -31,6 +31,7 @@
 #include "gpu_portability.h"
 #include "kernel_list.h"
 #include "kernel_params.h"
+#include "sm90.h"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TSR_GPU_HAS_WGMMA 1

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The kernel instantiations, listed once for both sides: the device code
- * (the .cu files of kernels/) instantiates a kernel for each entry and the host
- * (configs.c) builds its variant tables and kernel names from the same
- * entries, so a name the host asks for always exists in the module. */
-#ifndef TESSERA_CUDA_KERNEL_LIST_H
-#define TESSERA_CUDA_KERNEL_LIST_H
+/* The portable kernels' instantiations, listed once for both sides: the
+ * device code (the .cu files of this folder) instantiates a kernel for each
+ * entry and the host (backends/gpu/configs.c) builds its variant tables and
+ * kernel names from the same entries, so a name the host asks for always
+ * exists in the module. A vendor's own kernels have their own list beside
+ * their code (backends/cuda/kernels/sm90.h). */
+#ifndef TESSERA_GPU_KERNEL_LIST_H
+#define TESSERA_GPU_KERNEL_LIST_H
 
 /* Tensor-core GEMM for bf16 / f16 (mma.sync m16n8k16):
  * X(BM, BN, BK, WARPS_M, WARPS_N, STAGES). The 16-row tile is the decode
@@ -17,11 +19,6 @@
   X(64, 128, 32, 2, 2, 4)                                                                          \
   X(64, 64, 32, 2, 2, 4)                                                                           \
   X(16, 128, 64, 1, 4, 4)
-
-/* Hopper GEMM for bf16 / f16, and f32 inputs as tf32 (sm_90a: wgmma fed by
- * TMA, warp-specialised, persistent): X(BN, STAGES); 128 x BN block tiles,
- * K slices of 128 bytes (64 16-bit or 32 tf32 elements). */
-#define TSR_GEMM_WGMMA_CONFIGS(X) X(256, 4) X(128, 6)
 
 /* Tensor-core GEMM for f32 inputs in tf32 (mma.sync m16n8k8), same fields. */
 #define TSR_GEMM_TF32_CONFIGS(X)                                                                   \
@@ -55,24 +52,12 @@
   X(128, 64, 64, 4, 2, 1)                                                                          \
   X(256, 64, 32, 4, 1, 0)
 
-/* Flash attention on sm_90a (wgmma): X(DP, BQ, BKV, OVERLAP), BQ / 64
- * warpgroups of 64 query rows each, BKV keys per tile; OVERLAP 1: each
- * tile's P V product runs under the next tile's softmax (three key/value
- * stages), 0: one after the other (two stages). */
-#define TSR_FLASH_WGMMA_CONFIGS(X)                                                                 \
-  X(128, 192, 64, 0)                                                                               \
-  X(128, 192, 64, 1)                                                                               \
-  X(64, 192, 128, 0)                                                                               \
-  X(64, 192, 64, 1)
-
 /* dtype name in kernel names, with its device type. */
 #define TSR_DTYPES_16(X) X(bf16, tsr_bf16) X(f16, tsr_f16)
 #define TSR_DTYPES_ALL(X) X(f32, float) X(bf16, tsr_bf16) X(f16, tsr_f16)
 
 #define TSR_GEMM_MMA_NAME(dt, BM, BN, BK, WM, WN, S)                                               \
   "tsr_gemm_mma_" #dt "_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
-#define TSR_GEMM_WGMMA_NAME(dt, BN, S) "tsr_gemm_wgmma_" #dt "_128x" #BN "x64_s" #S
-#define TSR_GEMM_WGMMA_TF32_NAME(BN, S) "tsr_gemm_wgmma_tf32_128x" #BN "x32_s" #S
 #define TSR_GEMM_PACK_NAME(bits) "tsr_gemm_pack_b" #bits
 #define TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S)                                                  \
   "tsr_gemm_tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S
@@ -84,10 +69,8 @@
 #define TSR_GEMM_SPLITK_NAME "tsr_gemm_splitk_reduce"
 #define TSR_FLASH_NAME(dt, DP, BQ, BKV, W)                                                         \
   "tsr_attention_flash_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
-#define TSR_FLASH_WGMMA_NAME(dt, DP, BQ, BKV, OV)                                                  \
-  "tsr_attention_wgmma_" #dt "_d" #DP "_" #BQ "x" #BKV "_o" #OV
 #define TSR_ATTN_GENERIC_NAME(dt) "tsr_attention_generic_" #dt
 #define TSR_ROWS_NAME(op, dt) "tsr_" #op "_" #dt
 #define TSR_ELEMENTWISE_NAME(op, dt) "tsr_" #op "_" #dt
 
-#endif /* TESSERA_CUDA_KERNEL_LIST_H */
+#endif /* TESSERA_GPU_KERNEL_LIST_H */

@@ -266,41 +266,6 @@ TSR_DEVICE uint32_t tsr_to_tf32(float x) {
   return r;
 }
 
-/* wgmma accumulators as inline-asm operands: fragments d[0..N-1], read and
- * written ("+f"), in the order the instruction lists its D registers. */
-#define TSR_WGMMA_ACC8(d, i)                                                                       \
-  "+f"(d[i + 0]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),  \
-      "+f"(d[i + 6]), "+f"(d[i + 7])
-#define TSR_WGMMA_ACC32(d)                                                                         \
-  TSR_WGMMA_ACC8(d, 0), TSR_WGMMA_ACC8(d, 8), TSR_WGMMA_ACC8(d, 16), TSR_WGMMA_ACC8(d, 24)
-#define TSR_WGMMA_ACC64(d)                                                                         \
-  TSR_WGMMA_ACC32(d), TSR_WGMMA_ACC8(d, 32), TSR_WGMMA_ACC8(d, 40), TSR_WGMMA_ACC8(d, 48),         \
-      TSR_WGMMA_ACC8(d, 56)
-#define TSR_WGMMA_ACC128(d)                                                                        \
-  TSR_WGMMA_ACC64(d), TSR_WGMMA_ACC8(d, 64), TSR_WGMMA_ACC8(d, 72), TSR_WGMMA_ACC8(d, 80),         \
-      TSR_WGMMA_ACC8(d, 88), TSR_WGMMA_ACC8(d, 96), TSR_WGMMA_ACC8(d, 104),                        \
-      TSR_WGMMA_ACC8(d, 112), TSR_WGMMA_ACC8(d, 120)
-
-/* sm_90a warpgroup matrix products (wgmma), shared by the GEMM and attention
- * kernels: ordering around the asynchronous products. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-TSR_DEVICE void tsr_wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-TSR_DEVICE void tsr_wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-/* Waits until at most N committed groups are still running. */
-template <int N> TSR_DEVICE void tsr_wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-/* Ordinary (generic-proxy) shared-memory writes, cp.async's included, before
- * the tensor cores or the copy engine read them through the async proxy. */
-TSR_DEVICE void tsr_fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-#endif
-
 #endif
 
 /* Two f32 values as one register of two 16-bit values (low half first). */

@@ -7,8 +7,8 @@
  *
  * Addresses are device byte addresses of a tensor's element 0 (buffer base +
  * tensor offset); strides are in elements, as in tsr_plugin_tensor. */
-#ifndef TESSERA_CUDA_KERNEL_PARAMS_H
-#define TESSERA_CUDA_KERNEL_PARAMS_H
+#ifndef TESSERA_GPU_KERNEL_PARAMS_H
+#define TESSERA_GPU_KERNEL_PARAMS_H
 
 #include <stdint.h>
 
@@ -90,30 +90,6 @@ typedef struct tsr_gpu_gemm_pack_params {
   int32_t round_tf32;
 } tsr_gpu_gemm_pack_params;
 
-/* The sm_90a wgmma GEMM (kernels/gemm_sm90.cu): TMA tensor maps of A and B
- * (CUtensorMap: 128 opaque bytes, 64-byte aligned, built on the host with
- * cuTensorMapEncodeTiled) ahead of the common GEMM block. Each map is 3-D:
- * {the operand's unit-stride dim, its other matrix dim, batch or group}. */
-#ifdef __cplusplus
-#define TSR_GPU_ALIGN64 alignas(64)
-#else
-#define TSR_GPU_ALIGN64 _Alignas(64)
-#endif
-typedef struct tsr_gpu_tensor_map {
-  TSR_GPU_ALIGN64 uint64_t opaque[16];
-} tsr_gpu_tensor_map;
-
-typedef struct tsr_gpu_gemm_sm90_params {
-  tsr_gpu_tensor_map map_a, map_b;
-  tsr_gpu_gemm_params gemm;     /* a_k_major / b_k_major: which tile layout the maps load */
-  int32_t a_batched, b_batched; /* batch (plain) coordinate of the maps' third dim; else 0 */
-} tsr_gpu_gemm_sm90_params;
-
-/* Dynamic shared memory of a wgmma config: STAGES x (A 128 rows + B BN rows)
- * of 128 bytes (64 16-bit or 32 tf32 elements of K), 1024 bytes to align them for the 128-byte
- * swizzle, and the stages' two mbarriers. */
-#define TSR_GPU_WGMMA_SMEM(BN, STAGES) ((STAGES) * (128 + (BN)) * 64 * 2 + 1024 + 16 * (STAGES))
-
 /* ---- attention ---- */
 
 typedef struct tsr_gpu_attention_params {
@@ -136,10 +112,6 @@ typedef struct tsr_gpu_attention_params {
 #define TSR_GPU_FLASH_PAD 8
 #define TSR_GPU_FLASH_SMEM(DP, BQ, BKV, KV_STAGES)                                                 \
   (((BQ) + 2 * (KV_STAGES) * (BKV)) * ((DP) + TSR_GPU_FLASH_PAD) * 2)
-/* The sm_90a (wgmma) kernel: unpadded tiles, 2 + OVERLAP key/value stages. */
-#define TSR_GPU_FLASH_WGMMA_SMEM(DP, BQ, BKV, OVERLAP)                                             \
-  (((BQ) + 2 * (2 + (OVERLAP)) * (BKV)) * (DP)*2)
-
 /* Generic kernel: 4 query rows per block, one per warp. */
 #define TSR_GPU_ATTN_ROWS 4
 #define TSR_GPU_ATTN_GENERIC_SMEM(D, KT)                                                           \
@@ -190,4 +162,4 @@ typedef struct tsr_gpu_elementwise_params {
 /* RoPE's 16-byte path: heads per thread (sines and cosines reused across them). */
 #define TSR_GPU_ROPE_HEADS 4
 
-#endif /* TESSERA_CUDA_KERNEL_PARAMS_H */
+#endif /* TESSERA_GPU_KERNEL_PARAMS_H */

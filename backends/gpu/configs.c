@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The portable kernels and variant rows (from kernels/kernel_list.h, the
+ * list the device code is built from), and the catalogue that joins them
+ * with a vendor's rows once per plugin: kernel indices by name, each GEMM
+ * config's place in each architecture table. Nothing here runs per op. */
+#include "configs.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/kernel_list.h"
+#include "kernels/kernel_params.h"
+
+/* ------------------------------------------------------------------------ */
+/* Portable kernels                                                          */
+/* ------------------------------------------------------------------------ */
+
+#define MMA_SMEM(BM, BN, BK, S) TSR_GPU_GEMM_SMEM(BM, BN, BK, S, 2, 8, 8)
+#define TF32_SMEM(BM, BN, BK, S) TSR_GPU_GEMM_SMEM(BM, BN, BK, S, 4, 4, 8)
+
+#define KERNEL_MMA_DT(dt, BM, BN, BK, WM, WN, S)                                                   \
+  {TSR_GEMM_MMA_NAME(dt, BM, BN, BK, WM, WN, S), MMA_SMEM(BM, BN, BK, S), (WM) * (WN)*32},
+#define KERNEL_MMA(BM, BN, BK, WM, WN, S)                                                          \
+  KERNEL_MMA_DT(bf16, BM, BN, BK, WM, WN, S) KERNEL_MMA_DT(f16, BM, BN, BK, WM, WN, S)
+#define KERNEL_TF32(BM, BN, BK, WM, WN, S)                                                         \
+  {TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S), TF32_SMEM(BM, BN, BK, S), (WM) * (WN)*32},
+#define KERNEL_STREAM(W, U)                                                                        \
+  {TSR_GEMM_STREAM_NAME(bf16, W, U), 0, (W)*32}, {TSR_GEMM_STREAM_NAME(f16, W, U), 0, (W)*32},
+#define KERNEL_GEMV_K_DT(dt, R) {TSR_GEMV_K_NAME(dt, R), 0, 256},
+#define KERNEL_GEMV_N_DT(dt, R) {TSR_GEMV_N_NAME(dt, R), 0, 128},
+#define KERNEL_GEMV_K_F32(R) KERNEL_GEMV_K_DT(f32, R)
+#define KERNEL_GEMV_K_BF16(R) KERNEL_GEMV_K_DT(bf16, R)
+#define KERNEL_GEMV_K_F16(R) KERNEL_GEMV_K_DT(f16, R)
+#define KERNEL_GEMV_N_F32(R) KERNEL_GEMV_N_DT(f32, R)
+#define KERNEL_GEMV_N_BF16(R) KERNEL_GEMV_N_DT(bf16, R)
+#define KERNEL_GEMV_N_F16(R) KERNEL_GEMV_N_DT(f16, R)
+#define KERNEL_FLASH(DP, BQ, BKV, W, S, Q)                                                         \
+  {TSR_FLASH_NAME(bf16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},              \
+      {TSR_FLASH_NAME(f16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},
+#define KERNEL_PER_DTYPE(dt, T)                                                                    \
+  {TSR_ATTN_GENERIC_NAME(dt), -1, 0}, {TSR_ROWS_NAME(rmsnorm, dt), -1, 0},                         \
+      {TSR_ROWS_NAME(layernorm, dt), -1, 0}, {TSR_ROWS_NAME(softmax, dt), -1, 0},                  \
+      {TSR_ROWS_NAME(cross_entropy, dt), 0, 0}, {TSR_ROWS_NAME(cross_entropy, dt) "_b4", 0, 0},    \
+      {TSR_ELEMENTWISE_NAME(swiglu, dt), 0, 0}, {TSR_ELEMENTWISE_NAME(gelu, dt), 0, 0},            \
+      {TSR_ELEMENTWISE_NAME(rope, dt), 0, 0},
+
+static const gpu_kernel_info portable_kernels[] = {
+    TSR_GEMM_MMA_CONFIGS(KERNEL_MMA)
+        TSR_GEMM_TF32_CONFIGS(KERNEL_TF32){TSR_GEMM_SIMT16_NAME, 0, 256},
+    {TSR_GEMM_SIMT16_B2_NAME, 0, 256},
+    TSR_GEMM_STREAM_CONFIGS(KERNEL_STREAM) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F32)
+        TSR_GEMV_K_ROWS(KERNEL_GEMV_K_BF16) TSR_GEMV_K_ROWS(KERNEL_GEMV_K_F16)
+            TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F32) TSR_GEMV_N_ROWS(KERNEL_GEMV_N_BF16)
+                TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F16){TSR_GEMM_SPLITK_NAME, 0, 256},
+    {TSR_GEMM_PACK_NAME(16), 0, 256},
+    {TSR_GEMM_PACK_NAME(32), 0, 256},
+    TSR_FLASH_CONFIGS(KERNEL_FLASH) TSR_DTYPES_ALL(KERNEL_PER_DTYPE)};
+enum { PORTABLE_KERNELS = sizeof portable_kernels / sizeof portable_kernels[0] };
+
+/* ------------------------------------------------------------------------ */
+/* Portable variant rows                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* A GEMM row: name, kind, tile (BM x BN x BK), warps (WM x WN), stages,
+ * dynamic shared memory, kernels per dtype slot (f32, f16, bf16). */
+#define GEMM_ROW(NAME, KIND, BM, BN, BK, WM, WN, S, SMEM, F32, F16, BF16)                          \
+  {.name = NAME,                                                                                   \
+   .kind = KIND,                                                                                   \
+   .bm = BM,                                                                                       \
+   .bn = BN,                                                                                       \
+   .bk = BK,                                                                                       \
+   .warps_m = WM,                                                                                  \
+   .warps_n = WN,                                                                                  \
+   .stages = S,                                                                                    \
+   .smem = SMEM,                                                                                   \
+   .kernels = {F32, F16, BF16}},
+#define GEMM_MMA(BM, BN, BK, WM, WN, S)                                                            \
+  GEMM_ROW("mma_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S, GPU_GEMM_MMA, BM, BN, BK, WM, WN,  \
+           S, MMA_SMEM(BM, BN, BK, S), NULL, TSR_GEMM_MMA_NAME(f16, BM, BN, BK, WM, WN, S),        \
+           TSR_GEMM_MMA_NAME(bf16, BM, BN, BK, WM, WN, S))
+#define GEMM_TF32(BM, BN, BK, WM, WN, S)                                                           \
+  GEMM_ROW("tf32_" #BM "x" #BN "x" #BK "_w" #WM "x" #WN "_s" #S, GPU_GEMM_TF32, BM, BN, BK, WM,    \
+           WN, S, TF32_SMEM(BM, BN, BK, S), TSR_GEMM_TF32_NAME(BM, BN, BK, WM, WN, S), NULL, NULL)
+/* Decode GEMM: a 16 x 32 tile per block of W warps, U chunks in flight. */
+#define GEMM_STREAM(W, U)                                                                          \
+  GEMM_ROW("stream_16x32_w" #W "_u" #U, GPU_GEMM_STREAM, 16, 32, 32, 1, W, U, 0, NULL,             \
+           TSR_GEMM_STREAM_NAME(f16, W, U), TSR_GEMM_STREAM_NAME(bf16, W, U))
+
+/* After a vendor's own rows, in this order (the variant lists' order). */
+static const gpu_gemm_config portable_gemm[] = {
+    TSR_GEMM_MMA_CONFIGS(GEMM_MMA) TSR_GEMM_TF32_CONFIGS(GEMM_TF32)
+        GEMM_ROW("simt_128x128x16", GPU_GEMM_SIMT, 128, 128, 16, 4, 4, 2, 0, TSR_GEMM_SIMT16_NAME,
+                 NULL, NULL) GEMM_ROW("simt_128x128x16_b2", GPU_GEMM_SIMT, 128, 128, 16, 4, 4, 2, 0,
+                                      TSR_GEMM_SIMT16_B2_NAME, NULL, NULL)
+            GEMM_ROW("gemv_splitk", GPU_GEMM_GEMV, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL)
+                TSR_GEMM_STREAM_CONFIGS(GEMM_STREAM)};
+enum { PORTABLE_GEMM = sizeof portable_gemm / sizeof portable_gemm[0] };
+
+#define FLASH(DP, BQ, BKV, W, S, Q)                                                                \
+  {.name = "flash_mma_d" #DP "_" #BQ "x" #BKV "_w" #W,                                             \
+   .kind = GPU_ATTENTION_FLASH,                                                                    \
+   .head_dim_max = DP,                                                                             \
+   .block_kv = BKV,                                                                                \
+   .kv_stages = S,                                                                                 \
+   .smem = TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S),                                                     \
+   .kernels = {NULL, TSR_FLASH_NAME(f16, DP, BQ, BKV, W), TSR_FLASH_NAME(bf16, DP, BQ, BKV, W)},   \
+   .block_q = BQ,                                                                                  \
+   .warps = W,                                                                                     \
+   .engine = "mma.sync"},
+/* The heuristic takes the first config of the smallest head-dim class that
+ * holds the head dim: per class the mma.sync kernels in their measured order
+ * on sm_90, then a vendor's (CUDA: the sm_90a wgmma ones, slower so far:
+ * docs/PERFORMANCE.md), which tune can still pick; the generic kernel last. */
+static const gpu_attention_config portable_flash[] = {TSR_FLASH_CONFIGS(FLASH)};
+static const gpu_attention_config attention_generic = {.name = "flash_generic",
+                                                       .kind = GPU_ATTENTION_GENERIC,
+                                                       .block_kv = 32,
+                                                       .kv_stages = 1,
+                                                       .smem = -1,
+                                                       .kernels = {TSR_ATTN_GENERIC_NAME(f32),
+                                                                   TSR_ATTN_GENERIC_NAME(f16),
+                                                                   TSR_ATTN_GENERIC_NAME(bf16)},
+                                                       .block_q = TSR_GPU_ATTN_ROWS,
+                                                       .warps = TSR_GPU_ATTN_ROWS};
+enum { PORTABLE_FLASH = sizeof portable_flash / sizeof portable_flash[0] };
+
+const gpu_threads_config gpu_rows_configs[3] = {
+    {"rows_t128", 128}, {"rows_t256", 256}, {"rows_t512", 512}};
+const gpu_threads_config gpu_elementwise_config = {"elementwise_t256", 256};
+
+/* ------------------------------------------------------------------------ */
+/* Small lookups                                                             */
+/* ------------------------------------------------------------------------ */
+
+int gpu_dtype_slot(int32_t dtype) {
+  return dtype == TSR_DTYPE_F32 ? 0 : dtype == TSR_DTYPE_F16 ? 1 : dtype == TSR_DTYPE_BF16 ? 2 : -1;
+}
+
+static const char *const dtype_tags[GPU_DTYPE_SLOTS] = {"f32", "f16", "bf16"};
+
+const tsr_op gpu_row_ops[GPU_ROW_OPS] = {TSR_OP_RMSNORM, TSR_OP_LAYERNORM, TSR_OP_SOFTMAX,
+                                         TSR_OP_CROSS_ENTROPY};
+const tsr_op gpu_elementwise_ops[GPU_ELEMENTWISE_OPS] = {TSR_OP_SWIGLU, TSR_OP_GELU, TSR_OP_ROPE};
+
+int gpu_rows_op_index(tsr_op op) {
+  for (int i = 0; i < GPU_ROW_OPS; i++)
+    if (gpu_row_ops[i] == op)
+      return i;
+  return -1;
+}
+
+int gpu_elementwise_op_index(tsr_op op) {
+  for (int i = 0; i < GPU_ELEMENTWISE_OPS; i++)
+    if (gpu_elementwise_ops[i] == op)
+      return i;
+  return -1;
+}
+
+int gpu_attention_generic_tile(int64_t head_dim, int limit) {
+  for (int tile = 32; tile >= 1; tile /= 2)
+    if ((int64_t)TSR_GPU_ATTN_GENERIC_SMEM(head_dim, (int64_t)tile) <= (int64_t)limit)
+      return tile;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The catalogue                                                             */
+/* ------------------------------------------------------------------------ */
+
+const gpu_kernel_info *gpu_catalog_kernel(const gpu_catalog *catalog, int index) {
+  if (index < 0 || index >= catalog->kernel_count)
+    return NULL;
+  return index < catalog->portable_kernels ? &portable_kernels[index]
+                                           : &catalog->vendor->kernels[index - PORTABLE_KERNELS];
+}
+
+static unsigned hash_name(const char *name) {
+  unsigned h = 2166136261u; /* FNV-1a */
+  for (; *name; name++)
+    h = (h ^ (unsigned char)*name) * 16777619u;
+  return h;
+}
+
+/* Index of a kernel by name; -1 when there is none (or no name). */
+static int kernel_index(const gpu_catalog *catalog, const char *name) {
+  if (!name)
+    return -1;
+  for (unsigned slot = hash_name(name) % GPU_KERNEL_HASH_SLOTS; catalog->kernel_hash[slot] >= 0;
+       slot = (slot + 1) % GPU_KERNEL_HASH_SLOTS)
+    if (strcmp(gpu_catalog_kernel(catalog, catalog->kernel_hash[slot])->name, name) == 0)
+      return catalog->kernel_hash[slot];
+  return -1;
+}
+
+/* The kernel `name` must exist: -1 for no name, false with `why` when the
+ * module lacks it. */
+static bool resolve(const gpu_catalog *catalog, const char *name, int *index, char *why,
+                    size_t capacity) {
+  *index = kernel_index(catalog, name);
+  if (name && *index < 0) {
+    snprintf(why, capacity, "no kernel named %s in this build", name);
+    return false;
+  }
+  return true;
+}
+
+static bool build_kernels(gpu_catalog *c, const gpu_vendor *vendor, char *why, size_t capacity) {
+  c->portable_kernels = PORTABLE_KERNELS;
+  c->kernel_count = PORTABLE_KERNELS + vendor->kernel_count;
+  if (c->kernel_count > GPU_KERNEL_HASH_SLOTS / 2) {
+    snprintf(why, capacity, "%d kernels: more than this build's table holds", c->kernel_count);
+    return false;
+  }
+  for (int i = 0; i < GPU_KERNEL_HASH_SLOTS; i++)
+    c->kernel_hash[i] = -1;
+  for (int k = 0; k < c->kernel_count; k++) {
+    unsigned slot = hash_name(gpu_catalog_kernel(c, k)->name) % GPU_KERNEL_HASH_SLOTS;
+    while (c->kernel_hash[slot] >= 0)
+      slot = (slot + 1) % GPU_KERNEL_HASH_SLOTS;
+    c->kernel_hash[slot] = (short)k;
+  }
+  return true;
+}
+
+static bool build_gemm(gpu_catalog *c, const gpu_vendor *vendor, char *why, size_t capacity) {
+  c->gemm_count = 0;
+  if (vendor->gemm_count + PORTABLE_GEMM > GPU_MAX_GEMM_CONFIGS) {
+    snprintf(why, capacity, "%d GEMM configs: more than %d", vendor->gemm_count + PORTABLE_GEMM,
+             GPU_MAX_GEMM_CONFIGS);
+    return false;
+  }
+  for (int i = 0; i < vendor->gemm_count; i++)
+    c->gemm[c->gemm_count++] = &vendor->gemm[i];
+  for (int i = 0; i < PORTABLE_GEMM; i++)
+    c->gemm[c->gemm_count++] = &portable_gemm[i];
+  if (vendor->arch_count > GPU_MAX_ARCH_TABLES) {
+    snprintf(why, capacity, "%d arch tables: more than %d", vendor->arch_count,
+             GPU_MAX_ARCH_TABLES);
+    return false;
+  }
+  for (int i = 0; i < c->gemm_count; i++)
+    for (int slot = 0; slot < GPU_DTYPE_SLOTS; slot++)
+      if (!resolve(c, c->gemm[i]->kernels[slot], &c->gemm_kernel[i][slot], why, capacity))
+        return false;
+  for (int a = 0; a < vendor->arch_count; a++) {
+    const gpu_arch_table *table = &vendor->arch_tables[a];
+    for (int i = 0; i < c->gemm_count; i++) {
+      c->gemm_rank[a][i] = -1;
+      for (int t = 0; t < table->gemm_count && c->gemm_rank[a][i] < 0; t++)
+        if (strcmp(table->gemm[t], c->gemm[i]->name) == 0)
+          c->gemm_rank[a][i] = t;
+    }
+  }
+  return true;
+}
+
+static bool build_attention(gpu_catalog *c, const gpu_vendor *vendor, char *why, size_t capacity) {
+  c->attention_count = 0;
+  if (PORTABLE_FLASH + vendor->attention_count + 1 > GPU_MAX_ATTENTION_CONFIGS) {
+    snprintf(why, capacity, "too many attention configs");
+    return false;
+  }
+  for (int i = 0; i < PORTABLE_FLASH; i++)
+    c->attention[c->attention_count++] = &portable_flash[i];
+  for (int i = 0; i < vendor->attention_count; i++)
+    c->attention[c->attention_count++] = &vendor->attention[i];
+  c->attention[c->attention_count++] = &attention_generic;
+  for (int i = 0; i < c->attention_count; i++)
+    for (int slot = 0; slot < GPU_DTYPE_SLOTS; slot++)
+      if (!resolve(c, c->attention[i]->kernels[slot], &c->attention_kernel[i][slot], why, capacity))
+        return false;
+  return true;
+}
+
+/* Kernels named by pattern: GEMV per B layout, dtype and rows a block keeps
+ * (the TSR_GEMV_*_ROWS lists), the split-K reduction, the operand packers,
+ * the row and elementwise ops per dtype. */
+static bool build_named(gpu_catalog *c, char *why, size_t capacity) {
+  static const int gemv_rows[2][3] = {{1, 4, 16}, {1, 4, 8}};
+  static const char *const row_names[GPU_ROW_OPS] = {"rmsnorm", "layernorm", "softmax",
+                                                     "cross_entropy"};
+  static const char *const elementwise_names[GPU_ELEMENTWISE_OPS] = {"swiglu", "gelu", "rope"};
+  char name[64];
+  bool ok = true;
+  for (int d = 0; d < GPU_DTYPE_SLOTS && ok; d++) {
+    for (int layout = 0; layout < 2 && ok; layout++) {
+      for (int r = 0; r < 3 && ok; r++) {
+        snprintf(name, sizeof name, "tsr_gemv_%s_%s_r%d", layout ? "n" : "k", dtype_tags[d],
+                 gemv_rows[layout][r]);
+        ok = resolve(c, name, &c->gemv_kernel[layout][d][r], why, capacity);
+      }
+    }
+    for (int op = 0; op < GPU_ROW_OPS && ok; op++) {
+      snprintf(name, sizeof name, "tsr_%s_%s", row_names[op], dtype_tags[d]);
+      ok = resolve(c, name, &c->rows_kernel[op][d][0], why, capacity);
+      c->rows_kernel[op][d][1] = -1;
+      if (ok && gpu_row_ops[op] == TSR_OP_CROSS_ENTROPY) {
+        snprintf(name, sizeof name, "tsr_%s_%s_b4", row_names[op], dtype_tags[d]);
+        ok = resolve(c, name, &c->rows_kernel[op][d][1], why, capacity);
+      }
+    }
+    for (int op = 0; op < GPU_ELEMENTWISE_OPS && ok; op++) {
+      snprintf(name, sizeof name, "tsr_%s_%s", elementwise_names[op], dtype_tags[d]);
+      ok = resolve(c, name, &c->elementwise_kernel[op][d], why, capacity);
+    }
+  }
+  return ok && resolve(c, TSR_GEMM_SPLITK_NAME, &c->splitk_kernel, why, capacity) &&
+         resolve(c, TSR_GEMM_PACK_NAME(16), &c->pack_kernel[0], why, capacity) &&
+         resolve(c, TSR_GEMM_PACK_NAME(32), &c->pack_kernel[1], why, capacity);
+}
+
+bool gpu_catalog_build(gpu_catalog *catalog, const gpu_vendor *vendor, char *why, size_t capacity) {
+  memset(catalog, 0, sizeof *catalog);
+  catalog->vendor = vendor;
+  return build_kernels(catalog, vendor, why, capacity) &&
+         build_gemm(catalog, vendor, why, capacity) &&
+         build_attention(catalog, vendor, why, capacity) && build_named(catalog, why, capacity);
+}

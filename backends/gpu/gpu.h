@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The GPU layer that the CUDA plugin and the HIP plugin share: devices,
+ * buffers, queues, events and every op's host logic, written over the
+ * driver table (gpu_driver.h) and the vendor's description (configs.h). A
+ * plugin supplies the driver table, its vendor description (its own kernels
+ * and tables) and the entries that know its runtime (init, enumeration,
+ * device_info, device contexts); the rest of its ABI 2 table points here.
+ * Not installed. */
+#ifndef TESSERA_GPU_H
+#define TESSERA_GPU_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "configs.h"
+#include "gpu_driver.h"
+#include "tessera/plugin_helper.h"
+
+/* What init learned about one GPU. */
+typedef struct gpu_device_props {
+  int handle; /* the vendor's device handle (CUdevice) */
+  char name[256];
+  char uuid[64];
+  int arch_major, arch_minor;
+  int multiprocessors;
+  int l2_bytes;
+  int smem_per_block_optin;
+  int smem_per_multiprocessor;
+  int clock_khz, memory_clock_khz, bus_width_bits;
+  int pci_domain, pci_bus, pci_device;
+  size_t memory_bytes;
+} gpu_device_props;
+
+typedef struct gpu_plugin {
+  tsr_plugin_host host; /* log, fail: sentences start with the plugin's name */
+  gpu_driver driver;    /* filled by the vendor; library loaded while devices exist */
+  gpu_catalog catalog;
+  int device_count;
+  gpu_device_props *devices;
+} gpu_plugin;
+
+typedef struct gpu_device {
+  gpu_plugin *plugin;
+  const gpu_device_props *props;
+  void *context; /* the vendor's device context (device_enter's argument) */
+  void *module;
+  int arch;               /* index of the vendor's arch table */
+  int dynamic_smem_limit; /* what kernels with dynamic_smem -1 may use */
+  gpu_kernel *kernels;    /* per kernel index of the catalogue */
+  /* op_select's answers, prepared at device_open: [config][dtype slot] */
+  gpu_gemm_prepared gemm[GPU_MAX_GEMM_CONFIGS][GPU_DTYPE_SLOTS];
+  gpu_attention_prepared attention[GPU_MAX_ATTENTION_CONFIGS][GPU_DTYPE_SLOTS];
+  gpu_rows_prepared rows[GPU_ROW_OPS][3][GPU_DTYPE_SLOTS];
+  gpu_elementwise_prepared elementwise[GPU_ELEMENTWISE_OPS][GPU_DTYPE_SLOTS];
+  const gpu_kernel *gemv[2][GPU_DTYPE_SLOTS][3], *splitk, *pack[2];
+  pthread_mutex_t lock; /* guards the queue list */
+  struct gpu_queue *queues;
+} gpu_device;
+
+typedef struct gpu_buffer {
+  gpu_address pointer;
+  uint64_t bytes;
+  bool wrapped; /* the application's memory: never freed here */
+} gpu_buffer;
+
+typedef struct gpu_queue {
+  gpu_device *device;
+  struct gpu_queue *next_in_device;
+  void *stream;
+  /* int32 on the device: the smallest row a cross_entropy found a bad target
+   * in (INT32_MAX: none), checked and reset by queue_finish. */
+  gpu_address status;
+  bool status_armed;
+  int64_t status_vocab, status_ignore_index;
+  /* Scratch: split-K counters and partials, packed operands; grown on demand. */
+  gpu_address workspace;
+  size_t workspace_bytes;
+  /* The plain GEMM's parameter block (ops_gemm.c): group arrays always zero. */
+  tsr_gpu_gemm_params gemm_params;
+} gpu_queue;
+
+typedef struct gpu_event {
+  gpu_device *device;
+  void *event;
+} gpu_event;
+
+static inline gpu_address gpu_tensor_address(const tsr_plugin_tensor *t) {
+  return ((const gpu_buffer *)t->buffer)->pointer + t->offset;
+}
+
+/* `args` as this header knows it: itself, or (an older core's shorter
+ * struct) its copy in `copy` with the fields it lacks zeroed. */
+static inline const void *gpu_args_view(tsr_op op, const void *args, tsr_plugin_any_args *copy) {
+  if (*(const uint32_t *)args >= tsr_plugin_args_size(op) || !tsr_plugin_args_copy(op, args, copy))
+    return args;
+  return copy;
+}
+
+/* ---- errors and the current device (device.c) ---- */
+
+/* Sets "<plugin>: <what>: <driver's description>" and returns
+ * TSR_ERROR_OUT_OF_MEMORY for an allocation failure, else TSR_ERROR_BACKEND. */
+tsr_status gpu_fail(const gpu_plugin *plugin, int error, const char *what);
+/* Makes the device's context current on the calling thread. */
+tsr_status gpu_enter(const gpu_device *device);
+
+/* ---- plugin and devices (device.c) ---- */
+
+/* After the vendor filled host and driver: the catalogue. */
+tsr_status gpu_plugin_init(gpu_plugin *plugin, const gpu_vendor *vendor, char *reason,
+                           size_t reason_capacity);
+void gpu_plugin_shutdown(gpu_plugin *plugin);
+/* The attributes of device props->handle (name, uuid and memory are the
+ * vendor's to fill). */
+void gpu_props_read(const gpu_plugin *plugin, gpu_device_props *props);
+/* A device on `context` (current on this thread): loads the vendor's image,
+ * resolves every kernel, prepares every config. */
+tsr_status gpu_device_create(gpu_plugin *plugin, uint32_t index, void *context, gpu_device **out);
+/* Unloads the module and frees the device (its context is the vendor's). */
+void gpu_device_destroy(gpu_device *device);
+
+/* ---- ABI entries over the driver table (memory.c, queue.c, select.c, ops.c) ---- */
+
+tsr_status gpu_buffer_alloc(void *device, uint64_t bytes, void **buffer);
+void gpu_buffer_free(void *device, void *buffer);
+tsr_status gpu_buffer_wrap(void *device, int32_t kind, void *handle, uint64_t bytes, void **buffer);
+tsr_status gpu_buffer_write(void *queue, void *buffer, uint64_t offset, const void *src,
+                            uint64_t bytes);
+tsr_status gpu_buffer_read(void *queue, void *buffer, uint64_t offset, void *dst, uint64_t bytes);
+tsr_status gpu_buffer_copy(void *queue, void *src, uint64_t src_offset, void *dst,
+                           uint64_t dst_offset, uint64_t bytes);
+tsr_status gpu_queue_create(void *device, void **queue);
+void gpu_queue_destroy(void *queue);
+tsr_status gpu_queue_finish(void *queue);
+tsr_status gpu_event_record(void *queue, void **event);
+tsr_status gpu_event_wait(void *event);
+tsr_status gpu_event_elapsed_ms(void *start, void *end, double *ms);
+void gpu_event_destroy(void *event);
+tsr_status gpu_op_supported(void *device, tsr_op op, const void *args);
+tsr_status gpu_op_variants(void *device, tsr_op op, const void *args, tsr_plugin_variant_list *out);
+tsr_status gpu_op_select(void *device, tsr_op op, const void *args, const char *variant,
+                         tsr_plugin_selection *out);
+tsr_status gpu_op_run(void *queue, tsr_op op, const void *args, const void *config);
+
+#endif /* TESSERA_GPU_H */

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The driver table: everything the shared GPU layer (backends/gpu) asks of
+ * a vendor's driver, as function pointers over an opaque context. The CUDA
+ * plugin fills it over the dlopen'ed libcuda (backends/cuda/driver.c); a HIP
+ * plugin fills it over libamdhip64 the same way.
+ *
+ * Every entry returns 0 on success or the vendor's error code, which
+ * `describe` puts into words. Device memory is a 64-bit device address;
+ * modules, functions, streams and events are the vendor's handles. */
+#ifndef TESSERA_GPU_DRIVER_H
+#define TESSERA_GPU_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint64_t gpu_address;
+
+/* The device attributes the layer reads (enumeration, configs). */
+typedef enum gpu_attribute {
+  GPU_ATTR_ARCH_MAJOR, /* compute capability major (CUDA), gfx major (HIP) */
+  GPU_ATTR_ARCH_MINOR,
+  GPU_ATTR_MULTIPROCESSORS,
+  GPU_ATTR_L2_BYTES,
+  GPU_ATTR_SMEM_PER_BLOCK_OPTIN, /* dynamic shared memory a kernel may opt in to */
+  GPU_ATTR_SMEM_PER_MULTIPROCESSOR,
+  GPU_ATTR_CLOCK_KHZ,
+  GPU_ATTR_MEMORY_CLOCK_KHZ,
+  GPU_ATTR_BUS_WIDTH_BITS,
+  GPU_ATTR_PCI_DOMAIN,
+  GPU_ATTR_PCI_BUS,
+  GPU_ATTR_PCI_DEVICE,
+  GPU_ATTR_COUNT_
+} gpu_attribute;
+
+typedef struct gpu_driver {
+  void *context;     /* first argument of every entry */
+  int out_of_memory; /* the error code of an allocation that found no memory */
+  /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for an error code. */
+  void (*describe)(void *context, int error, char *buffer, size_t capacity);
+
+  /* Devices: `device` is the vendor's device handle (gpu_device_props). */
+  int (*device_attribute)(void *context, int device, gpu_attribute attribute, int *value);
+  /* Makes a device's context (the vendor's, from device_open) current on the
+   * calling thread; every other entry acts on the current one. */
+  int (*device_enter)(void *context, void *device_context);
+
+  /* Modules and kernels: a module from an embedded image, a kernel by name,
+   * its dynamic shared memory raised past the default limit, its resident
+   * blocks per multiprocessor, and a launch with one parameter block. */
+  int (*module_load)(void *context, const void *image, void **module);
+  int (*module_unload)(void *context, void *module);
+  int (*function_get)(void *context, void *module, const char *name, void **function);
+  int (*function_set_dynamic_smem)(void *context, void *function, int bytes);
+  int (*function_occupancy)(void *context, void *function, int threads, size_t dynamic_smem,
+                            int *blocks);
+  int (*launch)(void *context, void *function, const unsigned grid[3], unsigned threads,
+                unsigned dynamic_smem, void *stream, void *params);
+
+  /* Device memory. mem_range: the allocation holding `address` (for
+   * wrapping memory the application owns). */
+  int (*mem_alloc)(void *context, size_t bytes, gpu_address *address);
+  int (*mem_free)(void *context, gpu_address address);
+  int (*mem_range)(void *context, gpu_address address, gpu_address *base, size_t *bytes);
+  int (*memset32)(void *context, gpu_address dst, uint32_t value, size_t count, void *stream);
+  int (*copy_h2d)(void *context, gpu_address dst, const void *src, size_t bytes, void *stream);
+  int (*copy_d2h)(void *context, void *dst, gpu_address src, size_t bytes, void *stream);
+  int (*copy_d2d)(void *context, gpu_address dst, gpu_address src, size_t bytes, void *stream);
+
+  /* Streams (in-order, not synchronising with other streams) and events
+   * (with timing). */
+  int (*stream_create)(void *context, void **stream);
+  int (*stream_destroy)(void *context, void *stream);
+  int (*stream_sync)(void *context, void *stream);
+  int (*event_create)(void *context, void **event);
+  int (*event_destroy)(void *context, void *event);
+  int (*event_record)(void *context, void *event, void *stream);
+  int (*event_sync)(void *context, void *event);
+  int (*event_elapsed)(void *context, void *start, void *end, float *ms);
+} gpu_driver;
+
+#endif /* TESSERA_GPU_DRIVER_H */

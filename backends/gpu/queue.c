@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Queues (a stream each, with a status word that kernels report bad
+ * cross-entropy targets to, and a workspace), finishing them, and events. */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "gpu.h"
+
+enum { STATUS_NONE = INT_MAX };
+
+tsr_status gpu_queue_create(void *handle, void **out) {
+  gpu_device *device = handle;
+  const gpu_driver *d = &device->plugin->driver;
+  tsr_status status = gpu_enter(device);
+  if (status != TSR_OK)
+    return status;
+  gpu_queue *queue = calloc(1, sizeof *queue);
+  if (!queue)
+    return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for a queue");
+  queue->device = device;
+  int error = d->stream_create(d->context, &queue->stream);
+  if (error != 0) {
+    free(queue);
+    return gpu_fail(device->plugin, error, "creating a stream");
+  }
+  error = d->mem_alloc(d->context, sizeof(int32_t), &queue->status);
+  if (error == 0)
+    error = d->memset32(d->context, queue->status, STATUS_NONE, 1, queue->stream);
+  if (error == 0)
+    error = d->stream_sync(d->context, queue->stream);
+  if (error != 0) {
+    if (queue->status)
+      d->mem_free(d->context, queue->status);
+    d->stream_destroy(d->context, queue->stream);
+    free(queue);
+    return gpu_fail(device->plugin, error, "creating the queue's status word");
+  }
+  pthread_mutex_lock(&device->lock);
+  queue->next_in_device = device->queues;
+  device->queues = queue;
+  pthread_mutex_unlock(&device->lock);
+  *out = queue;
+  return TSR_OK;
+}
+
+void gpu_queue_destroy(void *handle) {
+  gpu_queue *queue = handle;
+  if (!queue)
+    return;
+  gpu_device *device = queue->device;
+  const gpu_driver *d = &device->plugin->driver;
+  if (gpu_enter(device) == TSR_OK) {
+    d->stream_sync(d->context, queue->stream);
+    if (queue->workspace)
+      d->mem_free(d->context, queue->workspace);
+    d->mem_free(d->context, queue->status);
+    d->stream_destroy(d->context, queue->stream);
+  }
+  pthread_mutex_lock(&device->lock);
+  for (gpu_queue **link = &device->queues; *link; link = &(*link)->next_in_device) {
+    if (*link == queue) {
+      *link = queue->next_in_device;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&device->lock);
+  free(queue);
+}
+
+/* Waits for the stream; a fault of queued work (the driver reports it at
+ * the wait) or a bad cross-entropy target found by a kernel is returned
+ * here, once. */
+tsr_status gpu_queue_finish(void *handle) {
+  gpu_queue *queue = handle;
+  gpu_plugin *plugin = queue->device->plugin;
+  const gpu_driver *d = &plugin->driver;
+  tsr_status status = gpu_enter(queue->device);
+  if (status != TSR_OK)
+    return status;
+  int error = d->stream_sync(d->context, queue->stream);
+  if (error != 0)
+    return gpu_fail(plugin, error, "queued work failed on the GPU");
+  if (!queue->status_armed)
+    return TSR_OK;
+  queue->status_armed = false;
+  int32_t bad_row = STATUS_NONE;
+  error = d->copy_d2h(d->context, &bad_row, queue->status, sizeof bad_row, queue->stream);
+  if (error == 0)
+    error = d->memset32(d->context, queue->status, STATUS_NONE, 1, queue->stream);
+  if (error == 0)
+    error = d->stream_sync(d->context, queue->stream);
+  if (error != 0)
+    return gpu_fail(plugin, error, "reading the queue's status word");
+  if (bad_row != STATUS_NONE)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_INVALID_VALUE,
+                           "cross_entropy: targets[%d] is outside [0, %lld) and is not "
+                           "ignore_index (%lld); its loss is NaN",
+                           (int)bad_row, (long long)queue->status_vocab,
+                           (long long)queue->status_ignore_index);
+  return TSR_OK;
+}
+
+tsr_status gpu_event_record(void *handle, void **out) {
+  gpu_queue *queue = handle;
+  gpu_plugin *plugin = queue->device->plugin;
+  const gpu_driver *d = &plugin->driver;
+  tsr_status status = gpu_enter(queue->device);
+  if (status != TSR_OK)
+    return status;
+  gpu_event *event = calloc(1, sizeof *event);
+  if (!event)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for an event");
+  event->device = queue->device;
+  int error = d->event_create(d->context, &event->event);
+  if (error == 0) {
+    error = d->event_record(d->context, event->event, queue->stream);
+    if (error != 0)
+      d->event_destroy(d->context, event->event);
+  }
+  if (error != 0) {
+    free(event);
+    return gpu_fail(plugin, error, "recording an event");
+  }
+  *out = event;
+  return TSR_OK;
+}
+
+/* Waits on the host for `event`, then (with `end`) for `end` and reads the
+ * time between them. */
+static tsr_status wait_events(gpu_event *event, gpu_event *end, float *elapsed) {
+  gpu_plugin *plugin = event->device->plugin;
+  const gpu_driver *d = &plugin->driver;
+  tsr_status status = gpu_enter(event->device);
+  if (status != TSR_OK)
+    return status;
+  int error = d->event_sync(d->context, event->event);
+  if (error == 0 && end)
+    error = d->event_sync(d->context, end->event);
+  if (error == 0 && end)
+    error = d->event_elapsed(d->context, event->event, end->event, elapsed);
+  return error == 0 ? TSR_OK
+                    : gpu_fail(plugin, error, end ? "timing two events" : "waiting for an event");
+}
+
+tsr_status gpu_event_wait(void *handle) {
+  return wait_events(handle, NULL, NULL);
+}
+
+tsr_status gpu_event_elapsed_ms(void *start, void *end, double *ms) {
+  float elapsed = 0.0f;
+  tsr_status status = wait_events(start, end, &elapsed);
+  if (status == TSR_OK)
+    *ms = elapsed;
+  return status;
+}
+
+void gpu_event_destroy(void *handle) {
+  gpu_event *event = handle;
+  if (!event)
+    return;
+  const gpu_driver *d = &event->device->plugin->driver;
+  if (gpu_enter(event->device) == TSR_OK)
+    d->event_destroy(d->context, event->event);
+  free(event);
+}
