@@ -412,13 +412,14 @@ static void run_softmax(void) {
   tsr_buffer_destroy(x);
 }
 
-static void run_rope(tsr_rope_style style, int32_t rotary_dim, bool in_place, const char *label) {
+static void run_rope(tsr_rope_style style, int32_t rotary_dim, bool in_place, int64_t position,
+                     const char *label) {
   tsr_buffer *x = random_buffer(TSR_DTYPE_F32, 64);
   tsr_buffer *y = in_place ? NULL : nan_buffer(TSR_DTYPE_F32, 64);
   tsr_rope_desc desc = TSR_ROPE_DESC_INIT;
   desc.x = api_tensor(x, 0, TSR_DTYPE_F32, 4, 1, 4, 2, 8);
   desc.y = in_place ? desc.x : api_tensor(y, 0, TSR_DTYPE_F32, 4, 1, 4, 2, 8);
-  desc.position_offset = 3;
+  desc.position_offset = position;
   desc.rotary_dim = rotary_dim;
   desc.style = style;
 
@@ -427,7 +428,7 @@ static void run_rope(tsr_rope_style style, int32_t rotary_dim, bool in_place, co
   args.struct_size = sizeof args;
   args.x = host_tensor(&desc.x);
   args.y = host_tensor(&desc.y);
-  args.position_offset = 3;
+  args.position_offset = position;
   args.theta = 10000.0f;
   args.rotary_dim = rotary_dim ? rotary_dim : 8;
   args.style = (int32_t)style;
@@ -522,8 +523,12 @@ int main(void) {
   run_rmsnorm();
   run_layernorm();
   run_softmax();
-  run_rope(TSR_ROPE_NEOX, 0, false, "rope (neox, full rotary_dim, offset 3)");
-  run_rope(TSR_ROPE_GPTJ, 4, true, "rope (gpt-j, rotary_dim 4, in place)");
+  run_rope(TSR_ROPE_NEOX, 0, false, 3, "rope (neox, full rotary_dim, offset 3)");
+  /* the same structure at other positions and in other buffers: the queue's
+   * repeated-call path patches the position, as decoding does each step */
+  run_rope(TSR_ROPE_NEOX, 0, false, 4, "rope (neox, offset 4)");
+  run_rope(TSR_ROPE_NEOX, 0, false, 1000, "rope (neox, offset 1000)");
+  run_rope(TSR_ROPE_GPTJ, 4, true, 3, "rope (gpt-j, rotary_dim 4, in place)");
   run_swiglu();
   run_gelu(TSR_GELU_ERF, "gelu (erf)");
   run_gelu(TSR_GELU_TANH, "gelu (tanh)");
