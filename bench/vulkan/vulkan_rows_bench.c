@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Times the Vulkan plugin's bandwidth-bound row ops against a device copy of
- * the same bytes, with queue events (median of the timed runs), for issue 5's
- * "rmsnorm and softmax on 16384x8192 at >= 70% of copy bandwidth".
+ * the same bytes, with queue events (median of the timed runs), for the
+ * vulkan-vs-cuda suite's "rmsnorm and softmax on 16384x8192 at >= 70% of copy
+ * bandwidth".
  *
  *   vulkan_rows_bench [--probe] [--cold MS] [--sets 2] [DEVICE] [ROWSxN] [VARIANT...]
  *

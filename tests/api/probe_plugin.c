@@ -6,7 +6,8 @@
  * (b adds 1), so a test sees which config ran. It counts op_select calls and
  * keeps the name of the config op_run was given; test_op_cache.c reads both
  * through the exported probe_stats (dlopen of the same library returns the
- * core's instance).
+ * core's instance). Built again with PROBE_WITHOUT_OP_SELECT: an ABI 2 table
+ * without op_select, which the core must skip.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -179,8 +180,9 @@ static tsr_status probe_op_variants(void *device, tsr_op op, const void *args,
                                    probe_list);
 }
 
-static tsr_status probe_op_select(void *device, tsr_op op, const void *args, const char *variant,
-                                  tsr_plugin_selection *out) {
+__attribute__((unused)) static tsr_status probe_op_select(void *device, tsr_op op, const void *args,
+                                                          const char *variant,
+                                                          tsr_plugin_selection *out) {
   probe_stats.selects++;
   tsr_status status = probe_op_supported(device, op, args);
   if (status != TSR_OK)
@@ -235,7 +237,9 @@ static const tsr_plugin_v2 probe_table = {
     .buffer_read = probe_buffer_read,
     .op_supported = probe_op_supported,
     .op_variants = probe_op_variants,
+#ifndef PROBE_WITHOUT_OP_SELECT /* a table that breaks rule R4 for ABI 2 */
     .op_select = probe_op_select,
+#endif
     .op_run = probe_op_run,
 };
 

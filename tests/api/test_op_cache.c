@@ -200,6 +200,24 @@ static void check_tuning_row(void) {
   unlink(path);
 }
 
+/* An ABI 2 table without op_select is skipped, with the reason. */
+static void check_table_without_select(const char *dir) {
+  char manifest[512];
+  snprintf(manifest, sizeof manifest, "%s/probe.conf", dir);
+  FILE *f = fopen(manifest, "w");
+  REQUIRE(f != NULL);
+  fprintf(f, "library = %s\nabi = 2\n", TEST_PROBE_NO_SELECT_PLUGIN);
+  fclose(f);
+  tsr_context *c = NULL;
+  REQUIRE_OK(tsr_context_create(NULL, &c));
+  tsr_plugin_report report = {.struct_size = sizeof report};
+  CHECK_STATUS(tsr_plugin_get_report(c, 0, &report), TSR_OK);
+  CHECK_INT(report.state, TSR_PLUGIN_SKIPPED);
+  CHECK(strstr(report.reason, "op_select") != NULL);
+  printf("no op_select: %s\n", report.reason);
+  tsr_context_destroy(c);
+}
+
 int main(void) {
   for (int i = 0; i < COUNT; i++)
     input[i] = (float)(i - 20) * 0.125f;
@@ -226,6 +244,7 @@ int main(void) {
   check_config("probe.gelu:probe-b,gelu:probe-a", "probe-b");
   check_config("gelu, :x, probe.:y, nosuchop:z, probe.gelu:probe-b", "probe-b");
   check_tuning_row();
+  check_table_without_select(dir);
 
   dlclose(library);
   unlink(manifest);
