@@ -200,14 +200,18 @@ static void check_tuning_row(void) {
   unlink(path);
 }
 
-/* An ABI 2 table without op_select is skipped, with the reason. */
-static void check_table_without_select(const char *dir) {
-  char manifest[512];
-  snprintf(manifest, sizeof manifest, "%s/probe.conf", dir);
+static char manifest[512]; /* <run's directory>/probe.conf */
+
+static void write_manifest(const char *library) {
   FILE *f = fopen(manifest, "w");
   REQUIRE(f != NULL);
-  fprintf(f, "library = %s\nabi = 2\n", TEST_PROBE_NO_SELECT_PLUGIN);
+  fprintf(f, "library = %s\nabi = 2\n", library);
   fclose(f);
+}
+
+/* An ABI 2 table without op_select is skipped, with the reason. */
+static void check_table_without_select(void) {
+  write_manifest(TEST_PROBE_NO_SELECT_PLUGIN);
   tsr_context *c = NULL;
   REQUIRE_OK(tsr_context_create(NULL, &c));
   tsr_plugin_report report = {.struct_size = sizeof report};
@@ -224,12 +228,8 @@ int main(void) {
   /* The probe plugin's manifest, in a directory of this run's own. */
   char dir[] = "/tmp/tessera-op-cache-XXXXXX";
   REQUIRE(mkdtemp(dir) != NULL);
-  char manifest[512];
   snprintf(manifest, sizeof manifest, "%s/probe.conf", dir);
-  FILE *f = fopen(manifest, "w");
-  REQUIRE(f != NULL);
-  fprintf(f, "library = %s\nabi = 2\n", TEST_PROBE_PLUGIN);
-  fclose(f);
+  write_manifest(TEST_PROBE_PLUGIN);
   setenv("TESSERA_PLUGIN_PATH", dir, 1);
   void *library = dlopen(TEST_PROBE_PLUGIN, RTLD_NOW | RTLD_LOCAL);
   REQUIRE(library != NULL);
@@ -244,7 +244,7 @@ int main(void) {
   check_config("probe.gelu:probe-b,gelu:probe-a", "probe-b");
   check_config("gelu, :x, probe.:y, nosuchop:z, probe.gelu:probe-b", "probe-b");
   check_tuning_row();
-  check_table_without_select(dir);
+  check_table_without_select();
 
   dlclose(library);
   unlink(manifest);
