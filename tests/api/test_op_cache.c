@@ -31,7 +31,7 @@ struct probe_stats {
 };
 static struct probe_stats *stats;
 
-enum { COUNT = 48 };
+enum { COUNT = 1024 }; /* floats: the whole 4096-byte buffer */
 static tsr_context *context;
 static tsr_device *device;
 static tsr_queue *queue;
@@ -47,7 +47,7 @@ static void open_probe(const char *config) {
   unsetenv("TESSERA_CONFIG"); /* read once, when the context was made */
   REQUIRE_OK(tsr_device_open(context, "probe", &device));
   REQUIRE_OK(tsr_queue_create(device, &queue));
-  REQUIRE_OK(tsr_buffer_create(device, 4096, &buffer));
+  REQUIRE_OK(tsr_buffer_create(device, sizeof input, &buffer));
   REQUIRE_OK(tsr_buffer_write(queue, buffer, 0, input, sizeof input));
 }
 
