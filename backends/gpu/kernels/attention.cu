@@ -374,7 +374,7 @@ TSR_DEVICE void flash_body(const attention_params &p) {
   (void)k_base;
   (void)v_base;
   (void)tile_count;
-  __trap();
+  TSR_TRAP();
 #endif
 }
 
@@ -447,7 +447,7 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
     running_sum = running_sum * rescale + tsr_warp_sum(prob);
     running_max = new_max;
     probs[warp * 32 + lane] = prob;
-    __syncwarp();
+    TSR_SYNCWARP();
     int used = kt < 32 ? kt : 32;
     for (int d = lane; d < dim; d += 32) {
       float acc = o_rows[warp * dim + d] * rescale;
@@ -455,7 +455,7 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
         acc = fmaf(probs[warp * 32 + j], v_tile[j * pitch + d], acc);
       o_rows[warp * dim + d] = acc;
     }
-    __syncwarp();
+    TSR_SYNCWARP();
   }
   if (!row_valid)
     return;

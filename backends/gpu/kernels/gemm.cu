@@ -251,7 +251,7 @@ TSR_DEVICE bool splitk_gather(const gemm_params &p, float *acc, int tid) {
   float *mine = slices + (int64_t)blockIdx.z * (ACC * THREADS);
 #pragma unroll
   for (int e = 0; e < ACC; e++)
-    __stcg(mine + e * THREADS + tid, acc[e]);
+    TSR_STORE_CG(mine + e * THREADS + tid, acc[e]);
   __threadfence();
   __syncthreads();
   if (tid == 0) {
@@ -272,7 +272,7 @@ TSR_DEVICE bool splitk_gather(const gemm_params &p, float *acc, int tid) {
     const float *slice = slices + (int64_t)s * (ACC * THREADS);
 #pragma unroll
     for (int e = 0; e < ACC; e++)
-      acc[e] += __ldcg(slice + e * THREADS + tid);
+      acc[e] += TSR_LOAD_CG(slice + e * THREADS + tid);
   }
   return true;
 }
@@ -423,7 +423,7 @@ TSR_DEVICE void gemm_tc_body(const gemm_params &p) {
    * elsewhere). */
   (void)load_stage;
   (void)k_tiles;
-  __trap();
+  TSR_TRAP();
 #endif
 
   if (p.split_k > 1 && !splitk_gather<MT * NT * 4, THREADS>(p, &acc[0][0][0], tid))
@@ -622,14 +622,18 @@ TSR_DEVICE void gemm_simt16_body(const gemm_params &p) {
 #define TSR_DEFINE_GEMM_MMA_BOTH(BM, BN, BK, WM, WN, S)                                            \
   TSR_DEFINE_GEMM_MMA(bf16, tsr_bf16, BM, BN, BK, WM, WN, S)                                       \
   TSR_DEFINE_GEMM_MMA(f16, tsr_f16, BM, BN, BK, WM, WN, S)
+#if TSR_GPU_NVIDIA_KERNELS
 TSR_GEMM_MMA_CONFIGS(TSR_DEFINE_GEMM_MMA_BOTH)
+#endif
 
 #define TSR_DEFINE_GEMM_TF32(BM, BN, BK, WM, WN, S)                                                \
   TSR_KERNEL void __launch_bounds__(WM *WN * 32)                                                   \
       tsr_gemm_tf32_##BM##x##BN##x##BK##_w##WM##x##WN##_s##S(TSR_PARAMS(tsr_gpu_gemm_params) p) {  \
     gemm_tc_body<float, BM, BN, BK, WM, WN, S>(p);                                                 \
   }
+#if TSR_GPU_NVIDIA_KERNELS
 TSR_GEMM_TF32_CONFIGS(TSR_DEFINE_GEMM_TF32)
+#endif
 
 /* One block an SM (207 registers, no spills) for problems of few tiles, two
  * (128 registers, a few spilled) where the tiles fill the SMs many times. */

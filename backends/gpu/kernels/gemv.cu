@@ -259,7 +259,7 @@ TSR_DEVICE void stream_chunks(const gemm_params &p, const gemm_tile &tile, int64
   }
 #else
   (void)p, (void)tile, (void)k_begin, (void)k_end, (void)acc;
-  __trap();
+  TSR_TRAP();
 #endif
 }
 
@@ -396,7 +396,9 @@ TSR_GEMV_N_ROWS(TSR_GEMV_N_FOR_ROWS_F16)
   }
 #define TSR_DEFINE_GEMM_STREAM_BOTH(W, U)                                                          \
   TSR_DEFINE_GEMM_STREAM(bf16, tsr_bf16, W, U) TSR_DEFINE_GEMM_STREAM(f16, tsr_f16, W, U)
+#if TSR_GPU_NVIDIA_KERNELS
 TSR_GEMM_STREAM_CONFIGS(TSR_DEFINE_GEMM_STREAM_BOTH)
+#endif
 
 /* Sums the K slices of a GEMV in slice order (deterministic) and runs the
  * epilogue: one thread per output element of the launch's batch entries. */

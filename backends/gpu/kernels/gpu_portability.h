@@ -12,16 +12,54 @@
 #include <type_traits>
 
 #if defined(__HIPCC__)
-#include <hip/hip_bf16.h>
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
+#if __has_include(<hip/hip_bf16.h>)
+#include <hip/hip_bf16.h> /* ROCm 6.0+ */
+#else
+/* ROCm 5.x (Debian 12: 5.2) has no __hip_bfloat16: a 16-bit storage type
+ * and the two conversions the kernels use. */
+struct __hip_bfloat16 {
+  unsigned short data;
+};
+static __host__ __device__ inline float __bfloat162float(__hip_bfloat16 h) {
+  return __uint_as_float((unsigned)h.data << 16);
+}
+static __host__ __device__ inline __hip_bfloat16 __float2bfloat16_rn(float f) {
+  unsigned u = __float_as_uint(f);
+  __hip_bfloat16 r;
+  if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN stays a (quiet) NaN */
+    r.data = (unsigned short)((u >> 16) | 0x40);
+  else
+    r.data = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return r;
+}
+#endif
 typedef __half tsr_f16;
 typedef __hip_bfloat16 tsr_bf16;
-#define TSR_GPU_WARP 64
-#define TSR_SHFL_XOR(value, mask) __shfl_xor((value), (mask))
-#define TSR_SHFL(value, lane) __shfl((value), (lane))
+/* The portable kernels are written for 32-lane warps (lane = tid & 31,
+ * warp = tid >> 5, 32-wide shuffles). On wave64 (gfx9: CDNA, Vega) a
+ * wavefront holds two such warps: shuffles take width 32 so they stay in
+ * their half; on wave32 (gfx10/11/12: RDNA) it is the hardware width. */
+#define TSR_GPU_WARP 32
+#define TSR_SHFL_XOR(value, mask) __shfl_xor((value), (mask), 32)
+#define TSR_SHFL(value, lane) __shfl((value), (lane), 32)
 #define TSR_GPU_HAS_MMA_SYNC 0
 #define TSR_PARAMS(type) const type
+/* No lane-level barrier in HIP before ROCm 6.2: the wavefront runs in lock
+ * step, so order shared-memory accesses and keep the compiler from moving
+ * them (a 32-lane warp is one wavefront or half of one). */
+#define TSR_SYNCWARP()                                                                             \
+  do {                                                                                             \
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");                                         \
+    __builtin_amdgcn_wave_barrier();                                                               \
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");                                         \
+  } while (0)
+#define TSR_TRAP() __builtin_trap()
+/* L1-bypassing accesses of split-K partials (CUDA __stcg / __ldcg): the
+ * agent-scope __threadfence already invalidates L1; non-temporal hints. */
+#define TSR_STORE_CG(ptr, value) __builtin_nontemporal_store((value), (ptr))
+#define TSR_LOAD_CG(ptr) __builtin_nontemporal_load(ptr)
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,10 +71,25 @@ typedef __nv_bfloat16 tsr_bf16;
 /* Kernel parameters stay in constant memory even where a device function
  * takes their address. */
 #define TSR_PARAMS(type) const __grid_constant__ type
+#define TSR_SYNCWARP() __syncwarp()
+#define TSR_TRAP() __trap()
+#define TSR_STORE_CG(ptr, value) __stcg((ptr), (value))
+#define TSR_LOAD_CG(ptr) __ldcg(ptr)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define TSR_GPU_HAS_MMA_SYNC 1
 #else
 #define TSR_GPU_HAS_MMA_SYNC 0
+#endif
+#endif
+
+/* NVIDIA-only kernels (mma.sync / ldmatrix / cp.async tensor-core GEMMs,
+ * the mma decode GEMM, flash attention): instantiated only where they can
+ * run; elsewhere the host must not ask for them. */
+#ifndef TSR_GPU_NVIDIA_KERNELS
+#if defined(__HIPCC__)
+#define TSR_GPU_NVIDIA_KERNELS 0
+#else
+#define TSR_GPU_NVIDIA_KERNELS 1
 #endif
 #endif
 
@@ -264,6 +317,29 @@ TSR_DEVICE uint32_t tsr_to_tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
   return r;
+}
+
+#else /* __HIPCC__ */
+
+/* No cp.async on gfx9/10/11: the "asynchronous" copies are synchronous
+ * (zero-filled past valid_bytes), commit and wait are no-ops; callers
+ * already end each stage with __syncthreads(). */
+TSR_DEVICE void tsr_cp_async16(void *dst, const void *src, int valid_bytes) {
+  if (valid_bytes == 16) {
+    *(uint4 *)dst = *(const uint4 *)src;
+  } else {
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    for (int i = 0; i < 16; i++)
+      d[i] = i < valid_bytes ? s[i] : 0;
+  }
+}
+TSR_DEVICE void tsr_cp_async4(void *dst, const void *src, int valid_bytes) {
+  *(uint32_t *)dst = valid_bytes ? *(const uint32_t *)src : 0u;
+}
+TSR_DEVICE void tsr_cp_async_commit() {
+}
+template <int N> TSR_DEVICE void tsr_cp_async_wait() {
 }
 
 #endif
