@@ -337,10 +337,8 @@ TSR_DEVICE void tsr_cp_async16(void *dst, const void *src, int valid_bytes) {
 TSR_DEVICE void tsr_cp_async4(void *dst, const void *src, int valid_bytes) {
   *(uint32_t *)dst = valid_bytes ? *(const uint32_t *)src : 0u;
 }
-TSR_DEVICE void tsr_cp_async_commit() {
-}
-template <int N> TSR_DEVICE void tsr_cp_async_wait() {
-}
+TSR_DEVICE void tsr_cp_async_commit() {}
+template <int N> TSR_DEVICE void tsr_cp_async_wait() {}
 
 #endif
 
