@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
+#include <string.h>
+
 #include "tessera/plugin.h"
 
 /* ---- errors and logging (error.c, log.c) ---- */
@@ -170,6 +172,54 @@ static inline void tsr__buffer_mark(struct tsr_buffer *buffer, const struct tsr_
   if (!(__atomic_load_n(&buffer->queues_used, __ATOMIC_RELAXED) & queue->bit))
     __atomic_fetch_or(&buffer->queues_used, queue->bit, __ATOMIC_RELAXED);
 }
+/* log2 of the alignment, up to 256 bytes, of the address `offset` bytes into
+ * `buffer`: the buffer's own or the offset's, the smaller (op signatures). */
+static inline unsigned tsr__address_align_log2(const struct tsr_buffer *buffer, uint64_t offset) {
+  unsigned align = buffer->address_align_log2;
+  if (offset & 255u) {
+    unsigned offset_align = (unsigned)__builtin_ctzll(offset);
+    align = offset_align < align ? offset_align : align;
+  }
+  return align;
+}
+
+/* A key of words, hashed as it is built (op_cache.c's signatures and
+ * op_fast.c's structures). Passed by value so that the count and hash stay in
+ * registers: through a pointer, every store to `words` could alias them. */
+typedef struct tsr__key_builder {
+  uint64_t *words;
+  uint32_t count;
+  uint64_t hash;
+} tsr__key_builder;
+
+static inline tsr__key_builder tsr__key_begin(uint64_t *words) {
+  return (tsr__key_builder){.words = words, .count = 0, .hash = 0x9e3779b97f4a7c15u};
+}
+
+static inline tsr__key_builder tsr__key_add(tsr__key_builder k, uint64_t word) {
+  k.words[k.count++] = word;
+  k.hash = (k.hash ^ word) * 0xff51afd7ed558ccdu;
+  return k;
+}
+
+/* A variant name of `length` (< 64) bytes, zero-padded to whole words. */
+static inline tsr__key_builder tsr__key_add_name(tsr__key_builder k, const char *name,
+                                                 size_t length) {
+  if (!length)
+    return k; /* the common case: no variant, nothing to clear */
+  uint64_t words[8] = {0};
+  memcpy(words, name, length);
+  for (size_t i = 0; i * 8 < length; i++)
+    k = tsr__key_add(k, words[i]);
+  return k;
+}
+
+/* The finished hash, never 0 (0 marks an empty cache slot). */
+static inline uint64_t tsr__key_hash(tsr__key_builder k) {
+  uint64_t h = k.hash ^ (k.hash >> 32);
+  return h ? h : 1;
+}
+
 /* Object lists, locks and the dead-buffer list of a new context, and their release. */
 void tsr__objects_init(struct tsr_context *context);
 void tsr__objects_release(struct tsr_context *context);
@@ -214,6 +264,9 @@ typedef struct tsr__op_args {
  * last error; `out` is then unspecified. */
 tsr_status tsr__validate_op(tsr_device *device, tsr_op op, const void *desc, const char *call,
                             tsr__op_args *out);
+/* The tensors of an op's plugin args, which follow struct_size: 0 for an
+ * unknown op. */
+int tsr__op_tensor_count(tsr_op op);
 /* Pointer to the plugin args inside `args` (for the ABI's `const void *args`). */
 const void *tsr__op_args_pointer(const tsr__op_args *args);
 

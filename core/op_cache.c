@@ -44,17 +44,11 @@ typedef struct op_signature {
   uint64_t words[SIGNATURE_WORDS];
 } op_signature;
 
-/* Every op's tensor count (args are struct_size, then the tensors). */
-static int tensor_count(tsr_op op) {
-  static const int counts[TSR_OP_COUNT_] = {5, 4, 5, 5, 4, 2, 2, 3, 2, 4};
-  return counts[op];
-}
-
 /* Builds the signature and its hash in one pass; false when it cannot stand
  * for the call (a variant name longer than any variant's). */
 static bool make_signature(const tsr__op_args *args, op_signature *sig, uint64_t *hash) {
   const uint64_t *raw = (const uint64_t *)tsr__op_args_pointer(args);
-  int tensors = tensor_count(args->op);
+  int tensors = tsr__op_tensor_count(args->op);
   uint64_t header = (uint64_t)args->op;
   for (int t = 0; t < tensors; t++)
     header |= (uint64_t)(args->tensor_align_log2[t] & 0xf) << (8 + 4 * t); /* 0xf: absent */
@@ -65,36 +59,22 @@ static bool make_signature(const tsr__op_args *args, op_signature *sig, uint64_t
       return false;
     header |= (uint64_t)(variant_length + 1) << 32;
   }
-  uint32_t n = 0;
-  uint64_t h = 0x9e3779b97f4a7c15u;
-#define SIGNATURE_ADD(word)                                                                        \
-  do {                                                                                             \
-    uint64_t word_ = (word);                                                                       \
-    sig->words[n++] = word_;                                                                       \
-    h = (h ^ word_) * 0xff51afd7ed558ccdu;                                                         \
-  } while (0)
-  SIGNATURE_ADD(header);
-  if (variant_length) {
-    uint64_t name[VARIANT_WORDS] = {0};
-    memcpy(name, args->variant, variant_length);
-    for (size_t i = 0; i * 8 < variant_length; i++)
-      SIGNATURE_ADD(name[i]);
-  }
+  tsr__key_builder key = tsr__key_begin(sig->words);
+  key = tsr__key_add(key, header);
+  key = tsr__key_add_name(key, args->variant, variant_length);
   /* each tensor: its words after buffer and offset */
   for (int t = 0; t < tensors; t++)
     for (int i = 0; i < TENSOR_WORDS; i++)
-      SIGNATURE_ADD(raw[1 + 11 * t + 2 + i]);
+      key = tsr__key_add(key, raw[1 + 11 * t + 2 + i]);
   /* the scalars, without rope's position and grouped gemm's sizes */
   size_t end = tsr_plugin_args_size(args->op) / 8;
   size_t skip = args->op == TSR_OP_ROPE           ? offsetof(tsr_rope_args, position_offset) / 8
                 : args->op == TSR_OP_GROUPED_GEMM ? offsetof(tsr_grouped_gemm_args, group_sizes) / 8
                                                   : 0;
   for (size_t w = 1 + 11 * (size_t)tensors; w < end; w++)
-    SIGNATURE_ADD(w == skip ? 0 : raw[w]);
-#undef SIGNATURE_ADD
-  sig->count = n;
-  h ^= h >> 32;
-  *hash = h ? h : 1;
+    key = tsr__key_add(key, w == skip ? 0 : raw[w]);
+  sig->count = key.count;
+  *hash = tsr__key_hash(key);
   return true;
 }
 

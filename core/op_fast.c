@@ -111,44 +111,23 @@ static bool make_key(tsr_op op, const void *desc, tsr__desc_key *key) {
   uint64_t header = (uint64_t)op | (uint64_t)(variant ? variant_length + 1 : 0) << 32;
   for (int t = 0; t < layout->tensors; t++) {
     const tsr_tensor *x = &tensors[t];
-    unsigned align = 0xf;
-    if (x->buffer) {
-      align = x->buffer->address_align_log2;
-      if (x->offset & 255u) {
-        unsigned offset_align = (unsigned)__builtin_ctzll(x->offset);
-        align = offset_align < align ? offset_align : align;
-      }
-    }
+    unsigned align = x->buffer ? tsr__address_align_log2(x->buffer, x->offset) : 0xf;
     header |= (uint64_t)align << (8 + 4 * t);
   }
-  uint32_t n = 0;
-  uint64_t h = 0x9e3779b97f4a7c15u;
-#define KEY_ADD(word)                                                                              \
-  do {                                                                                             \
-    uint64_t word_ = (word);                                                                       \
-    key->words[n++] = word_;                                                                       \
-    h = (h ^ word_) * 0xff51afd7ed558ccdu;                                                         \
-  } while (0)
-  KEY_ADD(header);
-  if (variant_length) {
-    uint64_t name[8] = {0};
-    memcpy(name, variant, variant_length);
-    for (size_t i = 0; i * 8 < variant_length; i++)
-      KEY_ADD(name[i]);
-  }
+  tsr__key_builder builder = tsr__key_begin(key->words);
+  builder = tsr__key_add(builder, header);
+  builder = tsr__key_add_name(builder, variant, variant_length);
   for (int t = 0; t < layout->tensors; t++) {
     const uint64_t *words = (const uint64_t *)&tensors[t];
     for (int i = 2; i < 11; i++)
-      KEY_ADD(tensors[t].buffer ? words[i] : 0);
+      builder = tsr__key_add(builder, tensors[t].buffer ? words[i] : 0);
   }
   uint64_t scalars[3] = {0, 0, 0};
   memcpy(scalars, (const char *)desc + layout->scalars, layout->scalar_bytes);
   for (size_t i = 0; i * 8 < layout->scalar_bytes; i++)
-    KEY_ADD(scalars[i]);
-#undef KEY_ADD
-  key->count = n;
-  h ^= h >> 32;
-  key->hash = h ? h : 1;
+    builder = tsr__key_add(builder, scalars[i]);
+  key->count = builder.count;
+  key->hash = tsr__key_hash(builder);
   return true;
 }
 

@@ -497,9 +497,7 @@ static tsr_status validate_cross_entropy(checker *ck, const void *raw, tsr__op_a
 
 /* ---- entry points ---- */
 
-/* Every args struct is its struct_size and then its tensors, one after the
- * other: the count per op. */
-static int tensor_count(tsr_op op) {
+int tsr__op_tensor_count(tsr_op op) {
   static const int counts[TSR_OP_COUNT_] = {5, 4, 5, 5, 4, 2, 2, 3, 2, 4};
   return (int)op >= 0 && op < TSR_OP_COUNT_ ? counts[op] : 0;
 }
@@ -511,25 +509,21 @@ static void record_alignments(const checker *ck, tsr__op_args *out) {
   const tsr_plugin_tensor *tensors =
       (const tsr_plugin_tensor *)((const char *)tsr__op_args_pointer(out) +
                                   offsetof(tsr_gemm_args, a));
-  int count = tensor_count(out->op);
+  int count = tsr__op_tensor_count(out->op);
   memset(out->tensor_align_log2, 0xff, sizeof out->tensor_align_log2);
   for (int t = 0; t < count; t++) {
     const tsr_plugin_tensor *p = &tensors[t];
     if (!p->buffer)
       continue;
-    /* Validators add slots in the args' order: slot t first, then a search. */
-    unsigned align = 8;
-    for (int k = 0; k < ck->count; k++) {
+    /* Validators add slots in the args' order: slot t first, then a search.
+     * A tensor is always found (its buffer and offset came from a slot). */
+    const tsr_buffer *buffer = NULL;
+    for (int k = 0; k < ck->count && !buffer; k++) {
       const tsr_tensor *d = ck->slots[(t + k) % ck->count].tensor;
-      if (d->buffer && d->buffer->handle == p->buffer && d->offset == p->offset) {
-        align = d->buffer->address_align_log2;
-        break;
-      }
+      if (d->buffer && d->buffer->handle == p->buffer && d->offset == p->offset)
+        buffer = d->buffer;
     }
-    if (p->offset & 255u) {
-      unsigned offset_align = (unsigned)__builtin_ctzll(p->offset);
-      align = offset_align < align ? offset_align : align;
-    }
+    unsigned align = buffer ? tsr__address_align_log2(buffer, p->offset) : 0;
     out->tensor_align_log2[t] = (uint8_t)align;
   }
 }
@@ -560,7 +554,7 @@ tsr_status tsr__validate_op(tsr_device *device, tsr_op op, const void *desc, con
   out->buffer_count = 0;
   size_t args_end = tsr_plugin_args_size(op);
   size_t tensors_end =
-      offsetof(tsr_gemm_args, a) + (size_t)tensor_count(op) * sizeof(tsr_plugin_tensor);
+      offsetof(tsr_gemm_args, a) + (size_t)tsr__op_tensor_count(op) * sizeof(tsr_plugin_tensor);
   if (args_end > tensors_end)
     memset((char *)&out->u + tensors_end, 0, args_end - tensors_end);
 
