@@ -161,6 +161,12 @@ tsr_status tsr_buffer_wrap_cuda(tsr_device *device, uint64_t device_pointer, siz
                      bytes, out, "tsr_buffer_wrap_cuda");
 }
 
+tsr_status tsr_buffer_wrap_hip(tsr_device *device, uint64_t device_pointer, size_t bytes,
+                               tsr_buffer **out) {
+  return buffer_wrap(device, TSR_EXTERNAL_HIP_DEVICE_POINTER, (void *)(uintptr_t)device_pointer,
+                     bytes, out, "tsr_buffer_wrap_hip");
+}
+
 /* Queues an event on `queue` and waits for it: the queue's earlier work is
  * done, and its deferred errors stay for its owner's tsr_queue_finish. */
 static void drain_one(const tsr_plugin_v2 *t, tsr_queue *queue) {

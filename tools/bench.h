@@ -13,6 +13,7 @@
 #include "calibrate.h"
 #include "common.h"
 #include "cublaslt.h"
+#include "hipblaslt.h"
 #include "openblas.h"
 #include "problem.h"
 
@@ -21,6 +22,7 @@
 typedef enum criterion_kind {
   OVER_OPENBLAS,     /* OpenBLAS time (one variant) / tessera time */
   OVER_CUBLASLT,     /* cuBLASLt time (same buffers, same run) / tessera time */
+  OVER_VENDOR_BLAS,  /* the device's vendor BLAS (cuBLASLt, hipBLASLt, rocBLAS) / tessera */
   TFLOPS_AT_LEAST,   /* TFLOP/s (threshold in TFLOP/s) */
   OVER_OWN_RATE,     /* GFLOP/s / GFLOP/s of another row */
   WEIGHTS_OVER_COPY, /* GB/s of B (the weights) / copy bandwidth */
@@ -107,8 +109,13 @@ typedef struct device_calibration {
   /* Cores other processes used during each measurement (NaN: unknown). */
   double copy_others, fma_others, bf16_others;
   openblas_probe openblas[OPENBLAS_VARIANT_COUNT]; /* CPUs only */
-  cublaslt_session *cublaslt;                      /* CUDA devices with cuBLASLt; else NULL */
-  char cublaslt_why[320];                          /* why not, for CUDA devices */
+  /* The vendor BLAS that GEMM rows are compared with: cuBLASLt on CUDA
+   * devices, hipBLASLt or rocBLAS on HIP ones (NULL name: none tried). */
+  const char *vendor_blas;
+  cublaslt_session *cublaslt;   /* CUDA devices with cuBLASLt; else NULL */
+  hipblaslt_session *hipblaslt; /* HIP devices with hipBLASLt or rocBLAS; else NULL */
+  bool vendor_blas_available;
+  char vendor_blas_note[1200]; /* what was loaded, or why nothing was */
 } device_calibration;
 
 /* Why a row's figures should not be taken at face value (bench_row.flags). */
@@ -140,9 +147,13 @@ typedef struct bench_row {
   double others_load; /* cores used by other processes while timed (worst window) */
   double copy_gbs;    /* rows bound by memory: copies timed around the row; else NaN */
   double copy_before_gbs, copy_after_gbs; /* the same, before and after alone */
-  double read_gbs;    /* the same on CPUs: read-only passes around the row; else NaN */
-  double cublaslt_ms; /* cuBLASLt on the same buffers (grouped: a loop of calls); NaN: not timed */
-  double cublaslt_difference; /* ||D_lt - D|| / ||D|| */
+  double read_gbs; /* the same on CPUs: read-only passes around the row; else NaN */
+  /* The device's vendor BLAS on the same problem (cuBLASLt: the same
+   * buffers; grouped: a loop of calls); NaN: not timed. `vendor_blas` names
+   * it (a static string; NULL: none tried for this row). */
+  const char *vendor_blas;
+  double vendor_blas_ms;
+  double vendor_blas_difference; /* ||D_vendor - D|| / ||D|| */
   int runs;
   unsigned flags; /* BENCH_ABOVE_CEILING, ... */
   bool failed;
@@ -180,10 +191,12 @@ bool bench_suite_judges(const bench_suite *suite, const tsr_device_info *info);
 
 /* ---- output (bench_report.c) ---- */
 
-/* The table: CPU devices show the OpenBLAS columns, others cuBLASLt's. */
-void bench_print_header(bool cpu);
-void bench_print_row(const bench_row *row, bool cpu);
-void bench_print_legend(void);
+/* The table: CPU devices show the OpenBLAS columns, others the vendor
+ * BLAS's, headed by its name (`vendor_blas`; NULL: "cuBLASLt"). */
+void bench_print_header(bool cpu, const char *vendor_blas);
+void bench_print_row(const bench_row *row, bool cpu, const char *vendor_blas);
+/* `hip`: a HIP device ran, so hipBLASLt / rocBLAS are explained too. */
+void bench_print_legend(bool hip);
 void bench_print_criteria(const criterion_result *results, int count, const bench_suite *suite);
 /* The JSON report; `filters` as given on the command line. */
 bool bench_write_json(const char *path, const bench_options *o, const filter_text *filters,

@@ -25,18 +25,34 @@ static const struct {
 };
 #define FLAG_NAME_COUNT (int)(sizeof flag_names / sizeof flag_names[0])
 
-void bench_print_header(bool cpu) {
+/* The vendor BLAS column: "NAME ms", at least as wide as the others (11),
+ * wider for a longer name ("hipBLASLt ms"). */
+static const char *vendor_label(const char *vendor_blas, char *buf, size_t capacity) {
+  snprintf(buf, capacity, "%s ms", vendor_blas != NULL ? vendor_blas : "cuBLASLt");
+  return buf;
+}
+
+static int vendor_width(const char *vendor_blas) {
+  char label[48];
+  size_t length = strlen(vendor_label(vendor_blas, label, sizeof label));
+  return length > 11 ? (int)length : 11;
+}
+
+void bench_print_header(bool cpu, const char *vendor_blas) {
   printf("%-13s %-5s %-22s %10s %9s %9s %9s %8s %-13s %6s", "op", "dtype", "shape", "median ms",
          "min", "max", "GFLOP/s", "GB/s", "of peak", "copy");
   if (cpu)
     for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
       printf(" %11s %6s", openblas_columns[v], "x");
-  else
-    printf(" %11s %6s", "cuBLASLt ms", "x");
+  else {
+    char label[48];
+    printf(" %*s %6s", vendor_width(vendor_blas), vendor_label(vendor_blas, label, sizeof label),
+           "x");
+  }
   printf(" %6s %s\n", "others", "flags");
 }
 
-void bench_print_row(const bench_row *r, bool cpu) {
+void bench_print_row(const bench_row *r, bool cpu, const char *vendor_blas) {
   if (r->failed) {
     printf("%-13s %-5s %-22s %10s\n", tsr_op_name(r->spec.op), tsr_dtype_name(r->spec.dtype),
            r->shape, "failed");
@@ -61,10 +77,11 @@ void bench_print_row(const bench_row *r, bool cpu) {
       printf(" %11s %6s", "-", "-");
   }
   if (!cpu) {
-    if (isfinite(r->cublaslt_ms))
-      printf(" %11.3f %6.2f", r->cublaslt_ms, r->cublaslt_ms / r->ms);
+    int width = vendor_width(vendor_blas);
+    if (isfinite(r->vendor_blas_ms))
+      printf(" %*.3f %6.2f", width, r->vendor_blas_ms, r->vendor_blas_ms / r->ms);
     else
-      printf(" %11s %6s", "-", "-");
+      printf(" %*s %6s", width, "-", "-");
   }
   if (isfinite(r->others_load))
     printf(" %6.2f", r->others_load);
@@ -78,7 +95,7 @@ void bench_print_row(const bench_row *r, bool cpu) {
   fflush(stdout);
 }
 
-void bench_print_legend(void) {
+void bench_print_legend(bool hip) {
   printf("\nmedian ms, min, max: the median, least and greatest of event-timed runs over rotated "
          "input sets; on GPUs the runs "
          "are queued back to back (batches of %d after an untimed lead-in), so a sample is the "
@@ -100,8 +117,16 @@ void bench_print_legend(void) {
          "heuristic's first algorithm, 32 MiB workspace, timed with CUDA events after the same "
          "warm-up, rotation and queueing (grouped GEMM: a loop of one call per group); x = "
          "cuBLASLt time / "
-         "tessera time (> 1: tessera is faster); see docs/PERFORMANCE.md.\n"
-         "others: cores' worth of CPU that other processes (and other guests of the hypervisor) "
+         "tessera time (> 1: tessera is faster); see docs/PERFORMANCE.md.\n");
+  if (hip)
+    printf("hipBLASLt / rocBLAS (HIP rows): hipblasLtMatmul (its heuristic's first algorithm, "
+           "32 MiB workspace) where libhipblaslt loads, else rocblas_gemm_ex, on the same device "
+           "buffers (copies where the plugin cannot wrap HIP memory) in the same run, timed with "
+           "HIP events "
+           "after the same warm-up, rotation and queueing (grouped GEMM: a loop of one call per "
+           "group; tf32 rows: xf32 compute where the GPU has it); x = its time / tessera time "
+           "(> 1: tessera is faster).\n");
+  printf("others: cores' worth of CPU that other processes (and other guests of the hypervisor) "
          "used while the row was timed, worst of its windows; well above 0 means the row was "
          "disturbed.\n");
   printf("flags: ^ = rate above its ceiling (of peak over 100%%: data served from a cache, or a "
@@ -207,7 +232,17 @@ bool bench_write_json(const char *path, const bench_options *o, const filter_tex
       json_string(f, p->config);
       fprintf(f, "}");
     }
-    fprintf(f, "}}");
+    fprintf(f, "}, \"vendor_blas\": ");
+    if (c->vendor_blas != NULL) {
+      fprintf(f, "{\"name\": ");
+      json_string(f, c->vendor_blas);
+      fprintf(f, ", \"available\": %s, \"note\": ", c->vendor_blas_available ? "true" : "false");
+      json_string(f, c->vendor_blas_note);
+      fprintf(f, "}");
+    } else {
+      fputs("null", f);
+    }
+    fprintf(f, "}");
   }
   fprintf(f, "\n  ],\n  \"rows\": [");
   for (int i = 0; i < row_count; i++) {
@@ -253,12 +288,26 @@ bool bench_write_json(const char *path, const bench_options *o, const filter_tex
       fprintf(f, ", \"openblas_%s_over_tessera\": ", key);
       json_number(f, r->openblas_ms[v] / r->ms);
     }
+    /* The cublaslt_* keys keep their meaning (cuBLASLt only); vendor_blas_*
+     * are the same figures for whichever vendor BLAS the device has. */
+    bool cublaslt = r->vendor_blas != NULL && strcmp(r->vendor_blas, "cuBLASLt") == 0;
     fprintf(f, ", \"cublaslt_ms\": ");
-    json_number(f, r->cublaslt_ms);
+    json_number(f, cublaslt ? r->vendor_blas_ms : NAN);
     fprintf(f, ", \"cublaslt_over_tessera\": ");
-    json_number(f, r->cublaslt_ms / r->ms);
+    json_number(f, cublaslt ? r->vendor_blas_ms / r->ms : NAN);
     fprintf(f, ", \"cublaslt_relative_difference\": ");
-    json_number(f, r->cublaslt_difference);
+    json_number(f, cublaslt ? r->vendor_blas_difference : NAN);
+    fprintf(f, ", \"vendor_blas\": ");
+    if (r->vendor_blas != NULL)
+      json_string(f, r->vendor_blas);
+    else
+      fputs("null", f);
+    fprintf(f, ", \"vendor_blas_ms\": ");
+    json_number(f, r->vendor_blas_ms);
+    fprintf(f, ", \"vendor_blas_over_tessera\": ");
+    json_number(f, r->vendor_blas_ms / r->ms);
+    fprintf(f, ", \"vendor_blas_relative_difference\": ");
+    json_number(f, r->vendor_blas_difference);
     fprintf(f, ", \"flags\": [");
     for (int k = 0, written = 0; k < FLAG_NAME_COUNT; k++)
       if (r->flags & flag_names[k].flag)

@@ -314,6 +314,7 @@ static const struct {
 } measures[] = {
     {"over-openblas", OVER_OPENBLAS, 1},
     {"over-cublaslt", OVER_CUBLASLT, 0},
+    {"over-vendor-blas", OVER_VENDOR_BLAS, 0},
     {"tflops", TFLOPS_AT_LEAST, 0},
     {"over-row", OVER_OWN_RATE, 2},
     {"weights-over-copy", WEIGHTS_OVER_COPY, 0},
@@ -340,7 +341,8 @@ static bool parse_criterion(parser *p, char **w, int n) {
     m++;
   if (m == MEASURE_COUNT)
     return fail_at(p,
-                   "unknown measure '%.40s' (over-openblas, over-cublaslt, tflops, over-row, "
+                   "unknown measure '%.40s' (over-openblas, over-cublaslt, over-vendor-blas, "
+                   "tflops, over-row, "
                    "weights-over-copy, bytes-over-copy, over-reference-cublaslt, "
                    "over-reference-rate)",
                    w[2]);

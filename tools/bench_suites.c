@@ -56,6 +56,13 @@ static bool row_ok(const bench_row *row) {
   return row != NULL && !row->failed && row->ms > 0.0;
 }
 
+/* The row's vendor BLAS time when that library was cuBLASLt (the
+ * *-cublaslt measures keep meaning cuBLASLt); else NaN. */
+static double cublaslt_ms(const bench_row *row) {
+  bool cublaslt = row->vendor_blas != NULL && strcmp(row->vendor_blas, "cuBLASLt") == 0;
+  return cublaslt ? row->vendor_blas_ms : NAN;
+}
+
 void bench_judge(const suite_criterion *c, const bench_row *device_rows, const bool *row_present,
                  const bench_row *reference_rows, const char *reference_device,
                  const char *reference_backend, const device_calibration *cal,
@@ -76,11 +83,26 @@ void bench_judge(const suite_criterion *c, const bench_row *device_rows, const b
   case OVER_CUBLASLT:
     snprintf(result->text, sizeof result->text, "%s %s %s: tessera / cuBLASLt%s", op, dtype, shape,
              specs[c->row].op == TSR_OP_GROUPED_GEMM ? " (a loop of per-group calls)" : "");
-    if (row_ok(row) && isfinite(row->cublaslt_ms))
-      result->measured = row->cublaslt_ms / row->ms;
+    if (row_ok(row) && isfinite(cublaslt_ms(row)))
+      result->measured = cublaslt_ms(row) / row->ms;
     else if (row_ok(row))
       snprintf(result->why, sizeof result->why, "cuBLASLt not timed");
     break;
+  case OVER_VENDOR_BLAS: {
+    /* Named after what the device has: cuBLASLt, hipBLASLt or rocBLAS. */
+    const char *vendor = row->vendor_blas != NULL ? row->vendor_blas : cal->vendor_blas;
+    snprintf(result->text, sizeof result->text, "%s %s %s: tessera / %s%s", op, dtype, shape,
+             vendor != NULL ? vendor : "vendor BLAS",
+             specs[c->row].op == TSR_OP_GROUPED_GEMM ? " (a loop of per-group calls)" : "");
+    if (row_ok(row) && isfinite(row->vendor_blas_ms))
+      result->measured = row->vendor_blas_ms / row->ms;
+    else if (row_ok(row) && vendor == NULL)
+      snprintf(result->why, sizeof result->why, "no vendor BLAS for %s devices",
+               bench_backend_label(cal->info.backend));
+    else if (row_ok(row))
+      snprintf(result->why, sizeof result->why, "%s not timed", vendor);
+    break;
+  }
   case OVER_REFERENCE_CUBLASLT:
   case OVER_REFERENCE_RATE: {
     const bench_row *there = reference_rows ? &reference_rows[c->row] : NULL;
@@ -97,8 +119,8 @@ void bench_judge(const suite_criterion *c, const bench_row *device_rows, const b
       snprintf(result->why, sizeof result->why, "no %s device ran the row", label);
     else if (c->kind == OVER_REFERENCE_RATE)
       result->measured = row->gflops / there->gflops;
-    else if (isfinite(there->cublaslt_ms))
-      result->measured = there->cublaslt_ms / row->ms;
+    else if (isfinite(cublaslt_ms(there)))
+      result->measured = cublaslt_ms(there) / row->ms;
     else
       snprintf(result->why, sizeof result->why, "cuBLASLt not timed there");
     break;

@@ -124,6 +124,39 @@ static double copy_gbs_of(const copy_probe *probe, double *samples, int count) {
   return count > 0 ? 2.0 * (double)probe->bytes / (median(samples, count) * 1e-3) / 1e9 : NAN;
 }
 
+/* The vendor BLAS that GEMM rows are compared with: cuBLASLt on CUDA
+ * devices, hipBLASLt (else rocBLAS) on HIP ones; nothing elsewhere. */
+static void open_vendor_blas(const tsr_device_info *info, device_calibration *cal) {
+  bool cuda = strcmp(info->backend, "cuda") == 0, hip = strcmp(info->backend, "hip") == 0;
+  if (!cuda && !hip)
+    return;
+  char *note = cal->vendor_blas_note;
+  size_t capacity = sizeof cal->vendor_blas_note;
+  progress_update("bench %s: loading %s", info->selector, cuda ? "cuBLASLt" : "hipBLASLt");
+  if (cuda) {
+    cal->vendor_blas = "cuBLASLt";
+    cal->cublaslt = cublaslt_open(info, note, capacity);
+    if (cal->cublaslt != NULL)
+      snprintf(note, capacity, "%s", cublaslt_describe(cal->cublaslt));
+  } else {
+    cal->hipblaslt = hipblaslt_open(info, note, capacity);
+    /* The column is hipBLASLt's when neither loads: the one AMD tunes. */
+    cal->vendor_blas = cal->hipblaslt != NULL ? hipblaslt_name(cal->hipblaslt) : "hipBLASLt";
+    if (cal->hipblaslt != NULL)
+      snprintf(note, capacity, "%s", hipblaslt_describe(cal->hipblaslt));
+  }
+  progress_clear();
+  cal->vendor_blas_available = cal->cublaslt != NULL || cal->hipblaslt != NULL;
+  char label[32];
+  snprintf(label, sizeof label,
+           "%s:", cal->vendor_blas_available || cuda ? cal->vendor_blas : "hipBLASLt/rocBLAS");
+  if (!cal->vendor_blas_available)
+    printf("  %-11s not available (no baseline): %s\n", label, note);
+  else
+    printf("  %-11s %s: every GEMM row is timed with it too, on the same device buffers\n", label,
+           note);
+}
+
 static void calibrate_device(tsr_device *device, const tsr_device_info *info, tsr_queue *queue,
                              const bench_options *o, copy_probe *copy, device_calibration *cal) {
   memset(cal, 0, sizeof *cal);
@@ -171,17 +204,7 @@ static void calibrate_device(tsr_device *device, const tsr_device_info *info, ts
   if (!cal->is_cpu) {
     printf("  arithmetic peak: not measured for %s devices (compute rows show no fraction)\n",
            info->backend);
-    if (strcmp(info->backend, "cuda") == 0) {
-      progress_update("bench %s: loading cuBLASLt", info->selector);
-      cal->cublaslt = cublaslt_open(info, cal->cublaslt_why, sizeof cal->cublaslt_why);
-      progress_clear();
-      if (cal->cublaslt != NULL)
-        printf("  cuBLASLt:   %s: every GEMM row is timed with it too, on the same device "
-               "buffers\n",
-               cublaslt_describe(cal->cublaslt));
-      else
-        printf("  cuBLASLt:   not available (no baseline): %s\n", cal->cublaslt_why);
-    }
+    open_vendor_blas(info, cal);
     return;
   }
   /* The host's FMA rate on the device's threads: the plugin runs on these
@@ -305,6 +328,50 @@ static unsigned row_flags(const bench_row *row) {
   return flags;
 }
 
+/* The device's vendor BLAS on the row's problem, after tessera's timing;
+ * fills the row's vendor_blas fields. */
+static void time_vendor_blas(const tsr_device_info *info, problem *sets, int set_count,
+                             tsr_queue *queue, const timing_plan *plan,
+                             const device_calibration *cal, bench_row *row) {
+  const problem_spec *spec = &sets[0].spec;
+  const char *name = cal->vendor_blas;
+  progress_update("bench %s: %s on %s %s %s", info->selector, name, tsr_op_name(spec->op),
+                  tsr_dtype_name(spec->dtype), row->shape);
+  bool timed;
+  double median_ms, difference;
+  char error[256];
+  if (cal->cublaslt != NULL) {
+    cublaslt_timing lt;
+    timed = cublaslt_time(cal->cublaslt, sets, set_count, queue, plan, &lt);
+    median_ms = lt.median_ms;
+    difference = lt.difference;
+    snprintf(error, sizeof error, "%s", lt.error);
+  } else {
+    hipblaslt_timing ht;
+    timed = hipblaslt_time(cal->hipblaslt, sets, set_count, queue, plan, &ht);
+    median_ms = ht.median_ms;
+    difference = ht.difference;
+    snprintf(error, sizeof error, "%s", ht.error);
+  }
+  progress_clear();
+  /* Different summation orders and the output's rounding: a few units of
+   * the output dtype's last place, normwise; a wrong layout mapping gives
+   * O(1). */
+  bool strict = spec->op == TSR_OP_GEMM && spec->dtype == TSR_DTYPE_F32 &&
+                spec->gemm.compute == TSR_COMPUTE_STRICT;
+  double tolerance = strict ? 1e-4 : 2e-2;
+  if (!timed)
+    cli_error("%s on %s %s %s: %s", name, tsr_op_name(spec->op), tsr_dtype_name(spec->dtype),
+              row->shape, error);
+  else if (!(difference <= tolerance))
+    cli_error("%s on %s %s %s: its product differs from tessera's (relative %.3g): no ratio", name,
+              tsr_op_name(spec->op), tsr_dtype_name(spec->dtype), row->shape, difference);
+  else
+    row->vendor_blas_ms = median_ms;
+  row->vendor_blas = name;
+  row->vendor_blas_difference = difference;
+}
+
 /* Benchmarks one row on one device; fills `row`. */
 static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue *queue,
                       const problem_spec *spec, const bench_options *o,
@@ -318,8 +385,8 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
   row->copy_before_gbs = row->copy_after_gbs = NAN;
   row->min_ms = row->max_ms = NAN;
   row->read_gbs = NAN;
-  row->cublaslt_ms = NAN;
-  row->cublaslt_difference = NAN;
+  row->vendor_blas_ms = NAN;
+  row->vendor_blas_difference = NAN;
   for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
     row->openblas_ms[v] = NAN;
   problem_format_shape(spec, row->shape, sizeof row->shape);
@@ -341,8 +408,14 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
   problem sets[3];
   memset(sets, 0, sizeof sets);
   int set_count = bytes > 256e6 ? 2 : 3;
-  bool baseline = cal->cublaslt != NULL && cublaslt_handles(spec);
-  problem_build_options build = {0, false, baseline ? cublaslt_allocator(cal->cublaslt) : NULL};
+  bool baseline = (cal->cublaslt != NULL && cublaslt_handles(spec)) ||
+                  (cal->hipblaslt != NULL && hipblaslt_handles(spec));
+  /* The vendor BLAS allocates the buffers, so it knows their addresses. */
+  const problem_allocator *allocator = NULL;
+  if (baseline)
+    allocator = cal->cublaslt != NULL ? cublaslt_allocator(cal->cublaslt)
+                                      : hipblaslt_allocator(cal->hipblaslt);
+  problem_build_options build = {0, false, allocator};
   int built = 0;
   for (; built < set_count; built++) {
     if (problem_build(&sets[built], spec, device, queue, bench_input_seed(built), &build) !=
@@ -398,29 +471,8 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
     row->flags = row_flags(row);
     if (cal->is_cpu && info->host_visible && openblas_handles(spec))
       time_openblas(sets, set_count, &plan, cal, row);
-    if (baseline) {
-      cublaslt_timing lt;
-      progress_update("bench %s: cuBLASLt on %s %s %s", info->selector, tsr_op_name(spec->op),
-                      tsr_dtype_name(spec->dtype), row->shape);
-      bool timed = cublaslt_time(cal->cublaslt, sets, set_count, queue, &plan, &lt);
-      progress_clear();
-      /* Different summation orders and the output's rounding: a few units
-       * of the output dtype's last place, normwise; a wrong layout mapping
-       * gives O(1). */
-      bool strict = spec->op == TSR_OP_GEMM && spec->dtype == TSR_DTYPE_F32 &&
-                    spec->gemm.compute == TSR_COMPUTE_STRICT;
-      double tolerance = strict ? 1e-4 : 2e-2;
-      if (!timed)
-        cli_error("cuBLASLt on %s %s %s: %s", tsr_op_name(spec->op), tsr_dtype_name(spec->dtype),
-                  row->shape, lt.error);
-      else if (!(lt.difference <= tolerance))
-        cli_error("cuBLASLt on %s %s %s: its product differs from tessera's (relative %.3g): no "
-                  "ratio",
-                  tsr_op_name(spec->op), tsr_dtype_name(spec->dtype), row->shape, lt.difference);
-      else
-        row->cublaslt_ms = lt.median_ms;
-      row->cublaslt_difference = lt.difference;
-    }
+    if (baseline)
+      time_vendor_blas(info, sets, set_count, queue, &plan, cal, row);
   }
   for (int i = 0; i < built; i++)
     problem_destroy(&sets[i]);
@@ -651,6 +703,7 @@ int cmd_bench(int argc, char **argv) {
     return EXIT_FAILED;
   }
   int failures = 0, criterion_count = 0, ordered_count = 0, listed = 0;
+  bool hip_ran = false; /* the legend explains hipBLASLt / rocBLAS then */
 
   for (uint32_t d = 0; d < selection.count; d++) {
     tsr_device *device = selection.devices[d];
@@ -705,7 +758,8 @@ int cmd_bench(int argc, char **argv) {
     copy_probe copy;
     memset(&copy, 0, sizeof copy);
     calibrate_device(device, info, queue, &o, &copy, cal);
-    bench_print_header(cal->is_cpu);
+    bench_print_header(cal->is_cpu, cal->vendor_blas);
+    hip_ran = hip_ran || strcmp(info->backend, "hip") == 0;
     for (int i = 0; i < spec_count; i++) {
       if (!selected[i])
         continue;
@@ -718,7 +772,7 @@ int cmd_bench(int argc, char **argv) {
       bench_one(device, info, queue, spec, &o, cal, &copy, row);
       device_present[i] = true;
       progress_clear();
-      bench_print_row(row, cal->is_cpu);
+      bench_print_row(row, cal->is_cpu, cal->vendor_blas);
       ordered[ordered_count++] = *row;
       if (row->failed)
         failures++;
@@ -727,6 +781,8 @@ int cmd_bench(int argc, char **argv) {
     tsr_queue_destroy(queue);
     cublaslt_close(cal->cublaslt); /* after the queue: its buffers are gone */
     cal->cublaslt = NULL;
+    hipblaslt_close(cal->hipblaslt);
+    cal->hipblaslt = NULL;
   }
   /* Judged once every device ran: a suite with a reference backend
    * compares with the rows of that backend's first device, which it judges
@@ -757,7 +813,7 @@ int cmd_bench(int argc, char **argv) {
   else if (o.list)
     printf("\nbench --list: %d row%s (nothing timed)\n", listed, listed == 1 ? "" : "s");
   if (ordered_count > 0) {
-    bench_print_legend();
+    bench_print_legend(hip_ran);
     bench_print_criteria(criteria, criterion_count, suite);
   }
 

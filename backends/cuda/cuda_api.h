@@ -31,6 +31,7 @@ enum {
   CUDA_SUCCESS = 0,
   CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_NOT_FOUND = 500,
 };
 
 /* CUdevice_attribute values. */

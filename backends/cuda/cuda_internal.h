@@ -40,7 +40,6 @@ void cuda_queue_entries(gpu_driver *driver);
 tsr_status cuda_init(const tsr_host_services_v2 *services, void **plugin, char *reason,
                      size_t reason_capacity);
 void cuda_shutdown(void *plugin);
-uint32_t cuda_device_count(void *plugin);
 tsr_status cuda_device_info(void *plugin, uint32_t index, tsr_device_info *info);
 tsr_status cuda_device_open(void *plugin, uint32_t index, void **device);
 void cuda_device_close(void *device);

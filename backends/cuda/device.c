@@ -122,15 +122,6 @@ static bool read_device(cuda_plugin *plugin, int ordinal, gpu_device_props *prop
   return true;
 }
 
-/* Reports "no devices" with the reason at debug level and in `reason`
- * (which the core also logs at debug level). */
-static tsr_status no_devices(cuda_plugin *plugin, char *reason, size_t capacity, const char *why) {
-  tsr_plugin_log(&plugin->gpu.host, TSR_LOG_DEBUG, "no devices: %s", why);
-  if (reason && capacity > 0)
-    snprintf(reason, capacity, "no devices: %s", why);
-  return TSR_OK;
-}
-
 static tsr_status enumerate(cuda_plugin *plugin, char *reason, size_t reason_capacity) {
   gpu_plugin *gpu = &plugin->gpu;
   const cuda_api *api = &plugin->api;
@@ -141,7 +132,7 @@ static tsr_status enumerate(cuda_plugin *plugin, char *reason, size_t reason_cap
     cuda_describe(&plugin->api, result, described, sizeof described);
     snprintf(why, sizeof why, "cuInit failed: %s", described);
     cuda_driver_close(plugin);
-    return no_devices(plugin, reason, reason_capacity, why);
+    return gpu_no_devices(&plugin->gpu, reason, reason_capacity, why);
   }
   api->cuDriverGetVersion(&plugin->driver_version);
   int count = 0;
@@ -150,7 +141,7 @@ static tsr_status enumerate(cuda_plugin *plugin, char *reason, size_t reason_cap
     snprintf(why, sizeof why, "the CUDA driver (version %d.%d) sees no GPU",
              plugin->driver_version / 1000, plugin->driver_version % 1000 / 10);
     cuda_driver_close(plugin);
-    return no_devices(plugin, reason, reason_capacity, why);
+    return gpu_no_devices(&plugin->gpu, reason, reason_capacity, why);
   }
   gpu->devices = calloc((size_t)count, sizeof *gpu->devices);
   if (!gpu->devices) {
@@ -177,8 +168,8 @@ static tsr_status enumerate(cuda_plugin *plugin, char *reason, size_t reason_cap
     gpu->device_count++;
   }
   if (gpu->device_count == 0)
-    return no_devices(plugin, reason, reason_capacity,
-                      "no GPU of compute capability 8.0 or newer could be used");
+    return gpu_no_devices(&plugin->gpu, reason, reason_capacity,
+                          "no GPU of compute capability 8.0 or newer could be used");
   return TSR_OK;
 }
 
@@ -217,7 +208,7 @@ tsr_status cuda_init(const tsr_host_services_v2 *services, void **out, char *rea
   const char *library = tsr_plugin_env(&plugin->gpu.host, "TESSERA_CUDA_DRIVER");
   char why[400];
   if (!cuda_driver_open(plugin, library, why, sizeof why))
-    status = no_devices(plugin, reason, reason_capacity, why);
+    status = gpu_no_devices(&plugin->gpu, reason, reason_capacity, why);
   else
     status = enumerate(plugin, reason, reason_capacity);
   if (status != TSR_OK) {
@@ -228,19 +219,10 @@ tsr_status cuda_init(const tsr_host_services_v2 *services, void **out, char *rea
   return TSR_OK;
 }
 
-uint32_t cuda_device_count(void *handle) {
-  return (uint32_t)((cuda_plugin *)handle)->gpu.device_count;
-}
-
-static tsr_status no_such_device(const gpu_plugin *gpu, uint32_t index) {
-  return tsr_plugin_fail(&gpu->host, TSR_ERROR_NOT_FOUND, "device %u does not exist (%d found)",
-                         index, gpu->device_count);
-}
-
 tsr_status cuda_device_info(void *handle, uint32_t index, tsr_device_info *info) {
   cuda_plugin *plugin = handle;
   if ((int)index >= plugin->gpu.device_count)
-    return no_such_device(&plugin->gpu, index);
+    return gpu_no_such_device(&plugin->gpu, index);
   const gpu_device_props *p = &plugin->gpu.devices[index];
   info->type = TSR_DEVICE_GPU;
   snprintf(info->vendor, sizeof info->vendor, "NVIDIA");
@@ -281,7 +263,7 @@ tsr_status cuda_device_info(void *handle, uint32_t index, tsr_device_info *info)
 tsr_status cuda_device_open(void *handle, uint32_t index, void **out) {
   cuda_plugin *plugin = handle;
   if ((int)index >= plugin->gpu.device_count)
-    return no_such_device(&plugin->gpu, index);
+    return gpu_no_such_device(&plugin->gpu, index);
   const CUdevice ordinal = plugin->gpu.devices[index].handle;
   CUcontext context = NULL;
   CUresult result = plugin->api.cuDevicePrimaryCtxRetain(&context, ordinal);

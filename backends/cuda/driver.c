@@ -26,6 +26,7 @@ bool cuda_driver_open(cuda_plugin *plugin, const char *library, char *why, size_
   memset(driver, 0, sizeof *driver);
   driver->context = &plugin->api;
   driver->out_of_memory = CUDA_ERROR_OUT_OF_MEMORY;
+  driver->not_found = CUDA_ERROR_NOT_FOUND;
   driver->describe = cuda_describe;
   cuda_device_entries(driver);
   cuda_memory_entries(driver);

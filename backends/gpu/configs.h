@@ -72,6 +72,9 @@ typedef struct gpu_attention_config {
    * (wgmma)": 9.0); arch_exact 0: any. */
   int arch_exact, arch_major, arch_minor;
   const char *arch_note;
+  /* Runs only on devices of these vendor arch classes (bit per index of
+   * its arch tables; HIP: the matrix instruction's GPUs); 0: any. */
+  uint32_t arch_classes;
 } gpu_attention_config;
 
 /* Row ops (norms, softmax, cross entropy) and elementwise ops: threads per
@@ -140,6 +143,11 @@ typedef struct gpu_vendor {
   /* The embedded module (CUDA: a fatbin) and the targets it holds. */
   const void *image;
   const char *image_targets;
+  /* A device's code object may lack some kernels (HIP: the matrix-core
+   * kernels exist only for the targets that have the instruction): a kernel
+   * the module lacks is then marked unavailable on that device instead of
+   * failing device_open. */
+  bool kernels_per_target;
   /* Kernels of the module beyond the portable ones. */
   const gpu_kernel_info *kernels;
   int kernel_count;
@@ -168,7 +176,7 @@ typedef struct gpu_vendor {
 /* ---- the catalogue: vendor and portable rows together, built at init ---- */
 
 enum {
-  GPU_MAX_GEMM_CONFIGS = 32, /* a bit each in a 32-bit mask */
+  GPU_MAX_GEMM_CONFIGS = 48, /* a vendor's rows and the portable ones */
   GPU_MAX_ATTENTION_CONFIGS = 32,
   GPU_MAX_ARCH_TABLES = 8,
   GPU_KERNEL_HASH_SLOTS = 1024,

@@ -36,6 +36,23 @@ tsr_status gpu_plugin_init(gpu_plugin *plugin, const gpu_vendor *vendor, char *r
   return TSR_ERROR_BACKEND;
 }
 
+tsr_status gpu_no_devices(const gpu_plugin *plugin, char *reason, size_t capacity,
+                          const char *why) {
+  tsr_plugin_log(&plugin->host, TSR_LOG_DEBUG, "no devices: %s", why);
+  if (reason && capacity > 0)
+    snprintf(reason, capacity, "no devices: %s", why);
+  return TSR_OK;
+}
+
+tsr_status gpu_no_such_device(const gpu_plugin *plugin, uint32_t index) {
+  return tsr_plugin_fail(&plugin->host, TSR_ERROR_NOT_FOUND, "device %u does not exist (%d found)",
+                         index, plugin->device_count);
+}
+
+uint32_t gpu_device_count(void *plugin) {
+  return (uint32_t)((const gpu_plugin *)plugin)->device_count;
+}
+
 void gpu_plugin_shutdown(gpu_plugin *plugin) {
   free(plugin->devices);
   plugin->devices = NULL;
@@ -92,6 +109,10 @@ static tsr_status load_kernels(gpu_device *device) {
     gpu_kernel *kernel = &device->kernels[k];
     kernel->name = info->name;
     int error = d->function_get(d->context, device->module, info->name, &kernel->function);
+    if (error != 0 && error == d->not_found && plugin->catalog.vendor->kernels_per_target) {
+      kernel->function = NULL; /* blocks_per_sm stays 0: never chosen */
+      continue;
+    }
     if (error != 0)
       return gpu_fail(plugin, error, info->name);
     int want = info->dynamic_smem < 0 ? device->dynamic_smem_limit : info->dynamic_smem;

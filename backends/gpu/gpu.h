@@ -112,6 +112,13 @@ tsr_status gpu_enter(const gpu_device *device);
 tsr_status gpu_plugin_init(gpu_plugin *plugin, const gpu_vendor *vendor, char *reason,
                            size_t reason_capacity);
 void gpu_plugin_shutdown(gpu_plugin *plugin);
+/* "no devices: <why>" at debug level and in `reason`; TSR_OK (a plugin
+ * without devices still loads). */
+tsr_status gpu_no_devices(const gpu_plugin *plugin, char *reason, size_t capacity, const char *why);
+/* TSR_ERROR_NOT_FOUND naming a device index past the count. */
+tsr_status gpu_no_such_device(const gpu_plugin *plugin, uint32_t index);
+/* The ABI's device_count for a plugin object that starts with gpu_plugin. */
+uint32_t gpu_device_count(void *plugin);
 /* The attributes of device props->handle (name, uuid and memory are the
  * vendor's to fill). */
 void gpu_props_read(const gpu_plugin *plugin, gpu_device_props *props);
@@ -143,5 +150,17 @@ tsr_status gpu_op_variants(void *device, tsr_op op, const void *args, tsr_plugin
 tsr_status gpu_op_select(void *device, tsr_op op, const void *args, const char *variant,
                          tsr_plugin_selection *out);
 tsr_status gpu_op_run(void *queue, tsr_op op, const void *args, const void *config);
+
+/* The ABI 2 table entries a GPU plugin takes from this layer, for its
+ * tsr_plugin_v2 initialiser (after its own init ... device_close). */
+#define GPU_LAYER_PLUGIN_ENTRIES                                                                   \
+  .buffer_alloc = gpu_buffer_alloc, .buffer_free = gpu_buffer_free, .buffer_host_pointer = NULL,   \
+  .queue_create = gpu_queue_create, .queue_destroy = gpu_queue_destroy,                            \
+  .queue_finish = gpu_queue_finish, .buffer_write = gpu_buffer_write,                              \
+  .buffer_read = gpu_buffer_read, .buffer_copy = gpu_buffer_copy,                                  \
+  .event_record = gpu_event_record, .event_wait = gpu_event_wait,                                  \
+  .event_elapsed_ms = gpu_event_elapsed_ms, .event_destroy = gpu_event_destroy,                    \
+  .buffer_wrap = gpu_buffer_wrap, .op_supported = gpu_op_supported,                                \
+  .op_variants = gpu_op_variants, .op_select = gpu_op_select, .op_run = gpu_op_run
 
 #endif /* TESSERA_GPU_H */

@@ -35,6 +35,7 @@ typedef enum gpu_attribute {
 typedef struct gpu_driver {
   void *context;     /* first argument of every entry */
   int out_of_memory; /* the error code of an allocation that found no memory */
+  int not_found;     /* the error code of function_get for a name the module lacks */
   /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for an error code. */
   void (*describe)(void *context, int error, char *buffer, size_t capacity);
 

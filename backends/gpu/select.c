@@ -89,8 +89,11 @@ static bool gemm_config_runs(const gpu_device *device, int i, const gpu_gemm_sha
     return in_arch_table(device, i) && resident_blocks(device, i, s->dtype) > 0 &&
            catalog_of(device)->vendor->gemm_runs(device, c, s);
   case GPU_GEMM_MMA:
-    return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16) && in_arch_table(device, i) &&
-           resident_blocks(device, i, s->dtype) > 0;
+    /* 16-bit data, or f32 where the row has an f32 kernel (HIP's MFMA f32:
+     * true f32 products, so any compute mode) */
+    return (s->dtype == TSR_DTYPE_F16 || s->dtype == TSR_DTYPE_BF16 ||
+            (s->dtype == TSR_DTYPE_F32 && c->kernels[0] != NULL)) &&
+           in_arch_table(device, i) && resident_blocks(device, i, s->dtype) > 0;
   case GPU_GEMM_TF32:
     return s->dtype == TSR_DTYPE_F32 && s->compute == TSR_COMPUTE_TF32 &&
            in_arch_table(device, i) && resident_blocks(device, i, s->dtype) > 0;
@@ -193,6 +196,16 @@ static int gemm_heuristic(const gpu_device *device, const gpu_gemm_shape *s, con
   bool gemv_k = s->m == 1 && !s->grouped && s->plain->b.strides[1] == 1;
   bool skinny = !s->grouped && s->dtype != TSR_DTYPE_F32 && s->m <= SKINNY_MAX_ROWS && !gemv_k;
   bool gemv = !skinny && s->m <= GEMV_MAX_ROWS;
+  if (skinny) {
+    /* No 16-row tensor-core tile here (a GPU without matrix cores): the GEMV
+     * kernels, which take up to 16 rows, still stream B once. */
+    bool tile16 = false;
+    for (int i = 0; i < count && !tile16; i++)
+      tile16 = catalog->gemm[candidates[i]]->kind == GPU_GEMM_MMA &&
+               catalog->gemm[candidates[i]]->bm == 16;
+    skinny = tile16;
+    gemv = !tile16;
+  }
   for (int i = 0; i < count && (skinny || gemv); i++) {
     const gpu_gemm_config *c = catalog->gemm[candidates[i]];
     if ((skinny && c->kind == GPU_GEMM_MMA && c->bm == 16) || (gemv && c->kind == GPU_GEMM_GEMV)) {
@@ -241,7 +254,8 @@ static int gemm_heuristic(const gpu_device *device, const gpu_gemm_shape *s, con
   int64_t best_tiles = 0;
   for (int t = 0; t < table->gemm_count && chosen < 0; t++) {
     for (int i = 0; i < count; i++) {
-      if (catalog->gemm_rank[device->arch][candidates[i]] != t)
+      if (catalog->gemm_rank[device->arch][candidates[i]] != t ||
+          catalog->gemm[candidates[i]]->kind == GPU_GEMM_GEMV) /* no tiles: decode only */
         continue;
       int64_t tiles;
       int per_sm;
@@ -338,6 +352,10 @@ static bool attention_config_runs(const gpu_device *device, int i, const tsr_att
   }
   if (!flash_layout_ok(a, why, capacity))
     return false;
+  if (c->arch_classes && !(c->arch_classes & (1u << (unsigned)device->arch))) {
+    snprintf(why, capacity, "%s is %s", c->name, c->arch_note ? c->arch_note : "for other GPUs");
+    return false;
+  }
   if (c->arch_exact &&
       (device->props->arch_major != c->arch_major || device->props->arch_minor != c->arch_minor)) {
     snprintf(why, capacity, "%s is %s", c->name, c->arch_note);
@@ -349,7 +367,11 @@ static bool attention_config_runs(const gpu_device *device, int i, const tsr_att
   }
   int slot = gpu_dtype_slot(a->q.dtype);
   int kernel = slot < 0 ? -1 : catalog_of(device)->attention_kernel[i][slot];
-  if (kernel < 0 || device->kernels[kernel].blocks_per_sm < 1) {
+  if (kernel < 0 || !device->kernels[kernel].function) {
+    snprintf(why, capacity, "%s has no kernel for this GPU's architecture", c->name);
+    return false;
+  }
+  if (device->kernels[kernel].blocks_per_sm < 1) {
     snprintf(why, capacity, "%s needs %d bytes of shared memory, more than this GPU gives a block",
              c->name, c->smem);
     return false;
@@ -562,6 +584,10 @@ static void describe_gemm(const gpu_gemm_config *c, char *buf, size_t capacity) 
     snprintf(buf, capacity, "%s", c->description ? c->description : c->name);
     break;
   case GPU_GEMM_MMA:
+    if (c->description) {
+      snprintf(buf, capacity, "%s", c->description);
+      break;
+    }
     snprintf(buf, capacity,
              "mma.sync m16n8k16: block %dx%dx%d, %dx%d warps, %d cp.async stages, %d KiB "
              "shared%s",

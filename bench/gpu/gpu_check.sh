@@ -10,6 +10,12 @@
 #                  Vulkan concurrency case under the Khronos validation layer
 #   PART=check     tessera check on cuda:0 and vulkan:0, --compare cuda:0,vulkan:0
 #   PART=suites    tessera bench --suite cuda and --suite vulkan
+#   PART=hip       the HIP plugin through tests/hip's runtime over CUDA with
+#                  the kernels built by nvcc (matrix instructions emulated):
+#                  check on hip:0 posing as each AMD target, --compare
+#                  hip:0,cuda:0, the threads tests, and check under
+#                  compute-sanitizer memcheck (HIP_MEMCHECK_ARCHS, default
+#                  gfx90a gfx1100)
 # PART may list several ("build threads"). Output under $OUT (default
 # /tmp/gpu-check); a table of results is printed last.
 set -uo pipefail
@@ -83,6 +89,32 @@ for part in $parts; do
     for suite in cuda vulkan; do
       timeout 280 "$t" bench --suite $suite --json "$out/suite-$suite.json" >"$out/suite-$suite.txt" 2>&1
       note "suite $suite: exit $?: $(grep -E '^suite' "$out/suite-$suite.txt" | tail -1)"
+    done
+    ;;
+  hip)
+    hip_env=(TESSERA_HIP_RUNTIME="$build/tests/hip/libtessera-hip-on-cuda.so"
+      TESSERA_HIP_CODE_OBJECTS="$build/tests/hip/emulated.bundle")
+    for arch in gfx90a gfx942 gfx1030 gfx1100 gfx1200; do
+      log=$out/hip-check-$arch
+      env "${hip_env[@]}" TESSERA_HIP_TEST_ARCH=$arch timeout 280 "$t" check --device hip:0 \
+        --json "$log.json" >"$log.txt" 2>&1
+      note "check hip:0 as $arch: exit $?: $(grep -E '^check:' "$log.txt" | tail -1)"
+    done
+    for arch in gfx90a gfx1100; do
+      env "${hip_env[@]}" TESSERA_HIP_TEST_ARCH=$arch timeout 280 "$t" check --compare hip:0,cuda:0 \
+        >"$out/hip-compare-$arch.txt" 2>&1
+      note "check --compare hip:0,cuda:0 as $arch: exit $?: $(grep -E '^check:' "$out/hip-compare-$arch.txt" | tail -1)"
+    done
+    for case in concurrency destroy_while_recording use_after_destroy; do
+      env "${hip_env[@]}" TESSERA_HIP_TEST_ARCH=gfx90a timeout 200 "$build/bin/test_threads" hip:0 \
+        $case >"$out/hip-threads-$case.txt" 2>&1
+      note "threads hip:0 $case: exit $?: $(tail -1 "$out/hip-threads-$case.txt")"
+    done
+    for arch in ${HIP_MEMCHECK_ARCHS:-gfx90a gfx1100}; do
+      log=$out/hip-memcheck-$arch.txt
+      env "${hip_env[@]}" TESSERA_HIP_TEST_ARCH=$arch timeout 280 compute-sanitizer --tool memcheck \
+        --error-exitcode 99 "$t" check --device hip:0 >"$log" 2>&1
+      note "memcheck check hip:0 as $arch: exit $?: $(grep -E '^check:|ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')"
     done
     ;;
   *)

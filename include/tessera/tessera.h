@@ -260,7 +260,8 @@ TSR_API tsr_status tsr_buffer_map(tsr_buffer *buffer, void **host_pointer);
 typedef enum tsr_external_kind {
   TSR_EXTERNAL_HOST_POINTER = 1,        /* host memory (devices that are host visible) */
   TSR_EXTERNAL_CUDA_DEVICE_POINTER = 2, /* a CUdeviceptr of the device's CUDA context */
-  TSR_EXTERNAL_COUNT_ = 3
+  TSR_EXTERNAL_HIP_DEVICE_POINTER = 3,  /* a HIP device pointer (hipMalloc) of the device */
+  TSR_EXTERNAL_COUNT_ = 4
 } tsr_external_kind;
 
 /* Wraps memory the application owns as a tessera buffer, without copying:
@@ -274,6 +275,10 @@ TSR_API tsr_status tsr_buffer_wrap_host(tsr_device *device, void *pointer, size_
  * the device's primary context. */
 TSR_API tsr_status tsr_buffer_wrap_cuda(tsr_device *device, uint64_t device_pointer, size_t bytes,
                                         tsr_buffer **out);
+/* `device_pointer` is a HIP device pointer (hipMalloc, or a ROCm torch
+ * tensor's data_ptr()) of the device's GPU, on a "hip" device. */
+TSR_API tsr_status tsr_buffer_wrap_hip(tsr_device *device, uint64_t device_pointer, size_t bytes,
+                                       tsr_buffer **out);
 
 /* Creates an in-order queue on the device. */
 TSR_API tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out);

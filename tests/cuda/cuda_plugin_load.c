@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Tests of the CUDA plugin through the public API.
+/* Tests of a GPU plugin through the public API: the CUDA plugin, or (built
+ * with -DTEST_HIP_PLUGIN, by tests/hip) the HIP plugin, whose runtime
+ * library TESSERA_HIP_RUNTIME names as TESSERA_CUDA_DRIVER names CUDA's.
  *   no_driver       with TESSERA_CUDA_DRIVER naming a missing library the
  *                   plugin still loads, reports zero devices, and logs why at
  *                   debug level; opening "cuda" fails cleanly.
@@ -20,6 +22,18 @@
 #include "tessera/tessera.h"
 
 enum { EXIT_SKIP = 77 };
+
+#ifdef TEST_HIP_PLUGIN
+#define BACKEND "hip"
+#define DRIVER_VARIABLE "TESSERA_HIP_RUNTIME"
+#define MISSING_DRIVER "/nonexistent/libamdhip64-for-tessera-tests.so.6"
+#define ARCH_PREFIX "gfx"
+#else
+#define BACKEND "cuda"
+#define DRIVER_VARIABLE "TESSERA_CUDA_DRIVER"
+#define MISSING_DRIVER "/nonexistent/libcuda-for-tessera-tests.so.1"
+#define ARCH_PREFIX "sm_"
+#endif
 
 static int failures = 0;
 
@@ -42,7 +56,7 @@ static int cuda_report(tsr_context *context, tsr_plugin_report *report) {
   for (uint32_t i = 0; i < count; i++) {
     memset(report, 0, sizeof *report);
     report->struct_size = sizeof *report;
-    if (tsr_plugin_get_report(context, i, report) == TSR_OK && strcmp(report->name, "cuda") == 0)
+    if (tsr_plugin_get_report(context, i, report) == TSR_OK && strcmp(report->name, BACKEND) == 0)
       return 1;
   }
   return 0;
@@ -59,18 +73,18 @@ static uint32_t cuda_devices(tsr_context *context) {
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     if (tsr_device_get(context, i, &device) == TSR_OK &&
-        tsr_device_get_info(device, &info) == TSR_OK && strcmp(info.backend, "cuda") == 0)
+        tsr_device_get_info(device, &info) == TSR_OK && strcmp(info.backend, BACKEND) == 0)
       found++;
   }
   return found;
 }
 
 static int test_no_driver(void) {
-  const char *missing = "/nonexistent/libcuda-for-tessera-tests.so.1";
-  setenv("TESSERA_CUDA_DRIVER", missing, 1);
+  const char *missing = MISSING_DRIVER;
+  setenv(DRIVER_VARIABLE, missing, 1);
   setenv("TESSERA_LOG", "debug", 1);
   /* Catch the debug log (stderr) in a file to look for the reason. */
-  char log_path[] = "/tmp/tessera-cuda-log-XXXXXX";
+  char log_path[] = "/tmp/tessera-" BACKEND "-log-XXXXXX";
   int log_fd = mkstemp(log_path);
   if (log_fd < 0) {
     fail("cannot make a temporary file for the log");
@@ -99,26 +113,26 @@ static int test_no_driver(void) {
   }
   tsr_plugin_report report;
   if (!cuda_report(context, &report)) {
-    fail("no plugin report for the cuda manifest");
+    fail("no plugin report for the " BACKEND " manifest");
   } else {
     if (report.state != TSR_PLUGIN_LOADED)
-      fail("the cuda plugin is not loaded (state %d: %s)", (int)report.state, report.reason);
+      fail("the " BACKEND " plugin is not loaded (state %d: %s)", (int)report.state, report.reason);
     if (report.device_count != 0)
-      fail("the cuda plugin reports %u devices without a driver", report.device_count);
+      fail("the " BACKEND " plugin reports %u devices without a driver", report.device_count);
   }
   if (cuda_devices(context) != 0)
-    fail("cuda devices are listed without a driver");
+    fail(BACKEND " devices are listed without a driver");
   if (!strstr(log, missing))
     fail("the debug log does not name the missing driver %s", missing);
   if (!strstr(log, "no devices"))
     fail("the debug log does not say that there are no devices");
   tsr_device *device = NULL;
-  status = tsr_device_open(context, "cuda", &device);
+  status = tsr_device_open(context, BACKEND, &device);
   if (status != TSR_ERROR_NOT_FOUND)
-    fail("tsr_device_open(\"cuda\") returned %s, expected TSR_ERROR_NOT_FOUND",
+    fail("tsr_device_open(\"" BACKEND "\") returned %s, expected TSR_ERROR_NOT_FOUND",
          tsr_status_name(status));
   else if (tsr_last_error()[0] == '\0')
-    fail("tsr_device_open(\"cuda\") failed without an error message");
+    fail("tsr_device_open(\"" BACKEND "\") failed without an error message");
   tsr_context_destroy(context);
   return failures ? 1 : 0;
 }
@@ -169,7 +183,8 @@ done:
 }
 
 static int test_this_machine(void) {
-  unsetenv("TESSERA_CUDA_DRIVER");
+  if (!getenv("TESSERA_TEST_KEEP_DRIVER"))
+    unsetenv(DRIVER_VARIABLE);
   tsr_context *context = NULL;
   tsr_status status = tsr_context_create(NULL, &context);
   if (status != TSR_OK) {
@@ -178,7 +193,7 @@ static int test_this_machine(void) {
   }
   tsr_plugin_report report;
   if (!cuda_report(context, &report) || report.state != TSR_PLUGIN_LOADED)
-    fail("the cuda plugin is not loaded");
+    fail("the " BACKEND " plugin is not loaded");
   uint32_t count = 0;
   tsr_device_count(context, &count);
   for (uint32_t i = 0; i < count; i++) {
@@ -191,22 +206,23 @@ static int test_this_machine(void) {
       fail("device %u: %s", i, tsr_last_error());
       continue;
     }
-    if (strcmp(info.backend, "cuda") != 0)
+    if (strcmp(info.backend, BACKEND) != 0)
       continue;
-    if (info.type != TSR_DEVICE_GPU || strncmp(info.arch, "sm_", 3) != 0 ||
+    if (info.type != TSR_DEVICE_GPU || strncmp(info.arch, ARCH_PREFIX, 3) != 0 ||
         strncmp(info.physical_id, "GPU-", 4) != 0 || info.compute_units == 0 ||
         info.memory_bytes == 0)
       fail("%s: implausible info (type %d, arch %s, id %s, %u SMs)", info.selector, (int)info.type,
            info.arch, info.physical_id, info.compute_units);
     exercise(device, &info);
   }
-  printf("cuda plugin: %u device(s)\n", report.device_count);
+  printf(BACKEND " plugin: %u device(s)\n", report.device_count);
   tsr_context_destroy(context);
   return failures ? 1 : 0;
 }
 
 static int test_check(const char *cli, const char *junit) {
-  unsetenv("TESSERA_CUDA_DRIVER");
+  if (!getenv("TESSERA_TEST_KEEP_DRIVER"))
+    unsetenv(DRIVER_VARIABLE);
   tsr_context *context = NULL;
   if (tsr_context_create(NULL, &context) != TSR_OK) {
     fail("tsr_context_create: %s", tsr_last_error());
@@ -215,16 +231,16 @@ static int test_check(const char *cli, const char *junit) {
   uint32_t found = cuda_devices(context);
   tsr_context_destroy(context);
   if (found == 0) {
-    printf("no CUDA device here: skipped\n");
+    printf("no " BACKEND " device here: skipped\n");
     return EXIT_SKIP;
   }
   fflush(stdout);
   pid_t child = fork();
   if (child == 0) {
     if (junit)
-      execl(cli, cli, "check", "--device", "cuda:0", "--junit", junit, (char *)NULL);
+      execl(cli, cli, "check", "--device", BACKEND ":0", "--junit", junit, (char *)NULL);
     else
-      execl(cli, cli, "check", "--device", "cuda:0", (char *)NULL);
+      execl(cli, cli, "check", "--device", BACKEND ":0", (char *)NULL);
     perror(cli);
     _exit(127);
   }

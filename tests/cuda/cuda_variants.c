@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Every kernel variant of the CUDA plugin against the fp64 reference:
+/* Every kernel variant of a GPU plugin (CUDA's; HIP's with its selector as
+ * the argument) against the fp64 reference:
  * `tessera check` runs the heuristic's pick, this runs each variant that
  * tsr_op_variants lists (every GEMM tile config, tf32, GEMV, the flash
  * kernels for each head-dim class, the generic attention kernel) on problems
  * chosen to reach their edges: both tile layouts of each operand, 16-byte
  * aligned rows (cp.async) and unaligned ones (element loads), partial tiles,
  * batches, the fused epilogue, empty groups, causal masks with Sq != Skv,
- * GQA, windows and lse. Exits 77 (skipped) without a CUDA device. */
+ * GQA, windows and lse. Exits 77 (skipped) without the device. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -248,7 +249,9 @@ static void attention_case(problem *p, tsr_dtype dtype, int64_t b, int64_t hq, i
   release(p);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* The device: cuda:0, or another GPU plugin's (tests/hip runs hip:0). */
+  const char *selector = argc > 1 ? argv[1] : "cuda:0";
   tsr_context *context = NULL;
   if (tsr_context_create(NULL, &context) != TSR_OK) {
     fprintf(stderr, "tsr_context_create: %s\n", tsr_last_error());
@@ -256,8 +259,8 @@ int main(void) {
   }
   problem p;
   memset(&p, 0, sizeof p);
-  if (tsr_device_open(context, "cuda:0", &p.device) != TSR_OK) {
-    printf("no CUDA device here: skipped\n");
+  if (tsr_device_open(context, selector, &p.device) != TSR_OK) {
+    printf("no %s here: skipped\n", selector);
     tsr_context_destroy(context);
     return EXIT_SKIP;
   }

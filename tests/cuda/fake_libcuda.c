@@ -113,8 +113,9 @@ CUresult cuCtxSynchronize(void) {
   return 0;
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t bytes) {
-  *pointer = next_address;
-  next_address += (bytes + 0xffff) & ~(CUdeviceptr)0xffff;
+  /* atomic: the threads tests allocate from several threads (TSan) */
+  *pointer =
+      __atomic_fetch_add(&next_address, (bytes + 0xffff) & ~(CUdeviceptr)0xffff, __ATOMIC_RELAXED);
   return 0;
 }
 CUresult cuMemFree_v2(CUdeviceptr pointer) {
@@ -210,7 +211,7 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned int gy, u
                         CUstream stream, void **params, void **extra) {
   (void)function, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem,
       (void)stream, (void)params, (void)extra;
-  launches++;
+  __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
   return 0;
 }
 CUresult cuGetErrorName(CUresult error, const char **name) {

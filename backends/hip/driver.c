@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libamdhip64 at run time: dlopen, the runtime API resolved (hip_api.h), and
+ * the GPU layer's driver table filled over it. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hip_internal.h"
+
+/* The runtime a system has: ROCm 7, 6, then 5 (Debian 12 ships 5.2). */
+static const char *const default_runtimes[] = {"libamdhip64.so.7", "libamdhip64.so.6",
+                                               "libamdhip64.so.5"};
+
+bool hip_driver_open(hip_plugin *plugin, const char *library, char *why, size_t capacity) {
+  void *handle = NULL;
+  const char *name = NULL;
+  char errors[600] = "";
+  size_t used = 0;
+  if (library && *library) {
+    name = library;
+    handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  } else {
+    for (size_t i = 0; i < sizeof default_runtimes / sizeof default_runtimes[0] && !handle; i++) {
+      name = default_runtimes[i];
+      handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (!handle && used < sizeof errors) {
+        int n = snprintf(errors + used, sizeof errors - used, "%s%s", used ? "; " : "", name);
+        used += n > 0 ? (size_t)n : 0;
+      }
+    }
+  }
+  if (!handle) {
+    const char *error = dlerror();
+    if (library && *library)
+      snprintf(why, capacity, "cannot load the HIP runtime %s: %s", name,
+               error ? error : "unknown dlopen error");
+    else
+      snprintf(why, capacity, "no HIP runtime found (tried %s): %s", errors,
+               error ? error : "unknown dlopen error");
+    return false;
+  }
+  const char *missing = hip_api_load(&plugin->api, handle);
+  if (missing) {
+    snprintf(why, capacity, "the HIP runtime %s lacks %s (ROCm too old?)", name, missing);
+    dlclose(handle);
+    return false;
+  }
+  gpu_driver *driver = &plugin->gpu.driver;
+  memset(driver, 0, sizeof *driver);
+  driver->context = &plugin->api;
+  driver->out_of_memory = hipErrorOutOfMemory;
+  driver->not_found = hipErrorNotFound;
+  driver->describe = hip_describe;
+  hip_device_entries(driver);
+  hip_memory_entries(driver);
+  hip_queue_entries(driver);
+  return true;
+}
+
+void hip_driver_close(hip_plugin *plugin) {
+  if (plugin->api.library)
+    dlclose(plugin->api.library);
+  memset(&plugin->api, 0, sizeof plugin->api);
+}
+
+void hip_describe(void *context, int result, char *buffer, size_t capacity) {
+  const hip_api *api = context;
+  const char *name = api->hipGetErrorName ? api->hipGetErrorName(result) : NULL;
+  const char *text = api->hipGetErrorString ? api->hipGetErrorString(result) : NULL;
+  if (name && text && strcmp(name, text) != 0)
+    snprintf(buffer, capacity, "%s (%s)", name, text);
+  else if (name)
+    snprintf(buffer, capacity, "%s", name);
+  else
+    snprintf(buffer, capacity, "HIP error %d", result);
+}
