@@ -338,6 +338,30 @@ static bool flash_layout_ok(const tsr_attention_args *a, char *why, size_t capac
   return true;
 }
 
+/* Whether config i exists on this GPU at all (its architecture and a
+ * loaded kernel for the dtype), apart from any problem's shape. */
+static bool attention_config_on_device(const gpu_device *device, int i, tsr_dtype dtype, char *why,
+                                       size_t capacity) {
+  const gpu_attention_config *c = catalog_of(device)->attention[i];
+  if (c->arch_classes && !(c->arch_classes & (1u << (unsigned)device->arch))) {
+    snprintf(why, capacity, "%s is %s", c->name, c->arch_note ? c->arch_note : "for other GPUs");
+    return false;
+  }
+  if (c->arch_exact &&
+      (device->props->arch_major != c->arch_major || device->props->arch_minor != c->arch_minor)) {
+    snprintf(why, capacity, "%s is %s", c->name, c->arch_note);
+    return false;
+  }
+  int slot = gpu_dtype_slot(dtype);
+  int kernel = slot < 0 ? -1 : catalog_of(device)->attention_kernel[i][slot];
+  if (kernel < 0 || !device->kernels[kernel].function) {
+    snprintf(why, capacity, "%s has no %s kernel for this GPU's architecture", c->name,
+             tsr_plugin_dtype_name(dtype));
+    return false;
+  }
+  return true;
+}
+
 static bool attention_config_runs(const gpu_device *device, int i, const tsr_attention_args *a,
                                   char *why, size_t capacity) {
   const gpu_attention_config *c = catalog_of(device)->attention[i];
@@ -350,27 +374,15 @@ static bool attention_config_runs(const gpu_device *device, int i, const tsr_att
     }
     return true;
   }
+  if (!attention_config_on_device(device, i, a->q.dtype, why, capacity))
+    return false;
   if (!flash_layout_ok(a, why, capacity))
     return false;
-  if (c->arch_classes && !(c->arch_classes & (1u << (unsigned)device->arch))) {
-    snprintf(why, capacity, "%s is %s", c->name, c->arch_note ? c->arch_note : "for other GPUs");
-    return false;
-  }
-  if (c->arch_exact &&
-      (device->props->arch_major != c->arch_major || device->props->arch_minor != c->arch_minor)) {
-    snprintf(why, capacity, "%s is %s", c->name, c->arch_note);
-    return false;
-  }
   if (a->q.shape[3] > c->head_dim_max) {
     snprintf(why, capacity, "%s covers head dims up to %d", c->name, c->head_dim_max);
     return false;
   }
-  int slot = gpu_dtype_slot(a->q.dtype);
-  int kernel = slot < 0 ? -1 : catalog_of(device)->attention_kernel[i][slot];
-  if (kernel < 0 || !device->kernels[kernel].function) {
-    snprintf(why, capacity, "%s has no kernel for this GPU's architecture", c->name);
-    return false;
-  }
+  int kernel = catalog_of(device)->attention_kernel[i][gpu_dtype_slot(a->q.dtype)];
   if (device->kernels[kernel].blocks_per_sm < 1) {
     snprintf(why, capacity, "%s needs %d bytes of shared memory, more than this GPU gives a block",
              c->name, c->smem);
@@ -388,13 +400,21 @@ static int attention_candidates(const gpu_device *device, const tsr_attention_ar
                                 size_t capacity, char *why, size_t why_capacity) {
   const gpu_catalog *catalog = catalog_of(device);
   char first_why[256] = "";
+  int why_dim = 0; /* head dim of the config first_why is about */
   int count = 0, flash_pick = -1, flash_short_pick = -1, pick_dim = 0;
   for (int i = 0; i < catalog->attention_count; i++) {
     const gpu_attention_config *c = catalog->attention[i];
     char not_here[256];
     if (!attention_config_runs(device, i, a, not_here, sizeof not_here)) {
-      if (c->kind == GPU_ATTENTION_FLASH && first_why[0] == '\0')
+      /* The reason shown is that of the widest config this GPU has (the
+       * shape or layout it refused), else that of the first config at all. */
+      bool exists = c->kind == GPU_ATTENTION_FLASH &&
+                    attention_config_on_device(device, i, a->q.dtype, NULL, 0);
+      if (c->kind == GPU_ATTENTION_FLASH &&
+          (first_why[0] == '\0' || (exists && c->head_dim_max > why_dim))) {
         snprintf(first_why, sizeof first_why, "%s", not_here);
+        why_dim = exists ? c->head_dim_max : 0;
+      }
       continue;
     }
     if (c->kind == GPU_ATTENTION_FLASH) {
@@ -423,8 +443,8 @@ static int attention_candidates(const gpu_device *device, const tsr_attention_ar
     *pick = flash_pick;
     if (reason)
       snprintf(reason, capacity,
-               "head dim %lld: the smallest tensor-core tile that holds it, the fastest such "
-               "config on sm_90",
+               "head dim %lld: the smallest tensor-core tile that holds it, the first such "
+               "config in this GPU's table (fastest first where measured)",
                (long long)a->q.shape[3]);
   } else {
     *pick = count - 1;
@@ -633,13 +653,15 @@ static void describe(tsr_op op, const gpu_prepared *prepared, char *buf, size_t 
     const gpu_attention_config *c = ((const gpu_attention_prepared *)prepared)->config;
     if (c->kind == GPU_ATTENTION_FLASH)
       snprintf(buf, capacity,
-               "flash on tensor cores (%s): %d query rows (%d warps) x %d keys a tile, head "
+               "flash on tensor cores (%s): %d query rows (%d threads) x %d keys a tile, head "
                "dim padded to %d, %d key/value stage%s",
-               c->engine, c->block_q, c->warps, c->block_kv, c->head_dim_max, c->kv_stages,
+               c->engine, c->block_q, c->warps * 32, c->block_kv, c->head_dim_max, c->kv_stages,
                c->kv_stages > 1 ? "s" : "");
     else
-      snprintf(buf, capacity,
-               "flash on CUDA cores: any dtype, head dim and strides; a warp per query row, f32");
+      snprintf(
+          buf, capacity,
+          "flash without matrix instructions: any dtype, head dim and strides; 32 lanes per query "
+          "row, f32");
     return;
   }
   case TSR_OP_ROPE:

@@ -9,11 +9,16 @@
 #include <string.h>
 
 #include "hip_internal.h"
+#include "kernels/hip_attention_list.h"
 #include "kernels/hip_kernel_list.h"
 
 _Static_assert(TSR_GPU_F32 == TSR_DTYPE_F32 && TSR_GPU_F16 == TSR_DTYPE_F16 &&
                    TSR_GPU_BF16 == TSR_DTYPE_BF16 && TSR_GPU_I32 == TSR_DTYPE_I32,
                "kernel dtype codes follow tsr_dtype");
+
+/* The architecture classes, the index of each one's table (below). */
+enum { ARCH_GENERIC, ARCH_CDNA2, ARCH_CDNA3, ARCH_RDNA2, ARCH_RDNA3, ARCH_RDNA4, ARCH_COUNT };
+#define CLASS(arch) (1u << (arch))
 
 /* ------------------------------------------------------------------------ */
 /* Kernels and rows                                                          */
@@ -44,10 +49,58 @@ _Static_assert(TSR_GPU_F32 == TSR_DTYPE_F32 && TSR_GPU_F16 == TSR_DTYPE_F16 &&
       {TSR_HIP_GEMM_SIMT16_NAME(f16, BM, BN, BK), TSR_HIP_GEMM_SIMT16_SMEM(BM, BN, BK),            \
        TSR_HIP_SIMT16_THREADS(WM, WN)},
 
+#define KERNEL_FLASH(NAME, SMEM, THREADS, DP, BQ, BKV, W)                                          \
+  {NAME(bf16, DP, BQ, BKV, W), SMEM(DP, BQ, BKV, W), THREADS(W)},                                  \
+      {NAME(f16, DP, BQ, BKV, W), SMEM(DP, BQ, BKV, W), THREADS(W)},
+#define KERNEL_FLASH_MFMA(DP, BQ, BKV, W)                                                          \
+  KERNEL_FLASH(TSR_HIP_FLASH_MFMA_NAME, TSR_HIP_FLASH_MFMA_SMEM, TSR_HIP_FLASH_MFMA_THREADS, DP,   \
+               BQ, BKV, W)
+#define KERNEL_FLASH_WMMA11(DP, BQ, BKV, W)                                                        \
+  KERNEL_FLASH(TSR_HIP_FLASH_WMMA11_NAME, TSR_HIP_FLASH_WMMA_SMEM, TSR_HIP_FLASH_WMMA_THREADS, DP, \
+               BQ, BKV, W)
+#define KERNEL_FLASH_WMMA12(DP, BQ, BKV, W)                                                        \
+  KERNEL_FLASH(TSR_HIP_FLASH_WMMA12_NAME, TSR_HIP_FLASH_WMMA_SMEM, TSR_HIP_FLASH_WMMA_THREADS, DP, \
+               BQ, BKV, W)
+
 static const gpu_kernel_info hip_kernels[] = {
     TSR_HIP_GEMM_MFMA_CONFIGS(KERNEL_MFMA) TSR_HIP_GEMM_MFMA_F32_CONFIGS(KERNEL_MFMA_F32)
         TSR_HIP_GEMM_WMMA11_CONFIGS(KERNEL_WMMA11) TSR_HIP_GEMM_WMMA12_CONFIGS(KERNEL_WMMA12)
-            TSR_HIP_GEMM_SIMT16_CONFIGS(KERNEL_SIMT16)};
+            TSR_HIP_GEMM_SIMT16_CONFIGS(KERNEL_SIMT16) TSR_HIP_FLASH_MFMA_CONFIGS(KERNEL_FLASH_MFMA)
+                TSR_HIP_FLASH_WMMA11_CONFIGS(KERNEL_FLASH_WMMA11)
+                    TSR_HIP_FLASH_WMMA12_CONFIGS(KERNEL_FLASH_WMMA12)};
+
+/* Flash attention rows (launched like the portable flash kernels: BQ query
+ * rows a block, warps x 32 threads), each kept to the GPUs of its
+ * instruction. */
+#define FLASH_ROW(TAG, NAME, SMEM, THREADS, ENGINE, CLASSES, NOTE, DP, BQ, BKV, W)                 \
+  {.name = TAG "_d" #DP "_" #BQ "x" #BKV "_w" #W,                                                  \
+   .kind = GPU_ATTENTION_FLASH,                                                                    \
+   .head_dim_max = DP,                                                                             \
+   .block_kv = BKV,                                                                                \
+   .kv_stages = 1,                                                                                 \
+   .smem = SMEM(DP, BQ, BKV, W),                                                                   \
+   .kernels = {NULL, NAME(f16, DP, BQ, BKV, W), NAME(bf16, DP, BQ, BKV, W)},                       \
+   .block_q = BQ,                                                                                  \
+   .warps = THREADS(W) / 32,                                                                       \
+   .engine = ENGINE,                                                                               \
+   .arch_note = NOTE,                                                                              \
+   .arch_classes = CLASSES},
+#define FLASH_MFMA(DP, BQ, BKV, W)                                                                 \
+  FLASH_ROW("flash_mfma", TSR_HIP_FLASH_MFMA_NAME, TSR_HIP_FLASH_MFMA_SMEM,                        \
+            TSR_HIP_FLASH_MFMA_THREADS, "CDNA MFMA", CLASS(ARCH_CDNA2) | CLASS(ARCH_CDNA3),        \
+            "for CDNA GPUs (MFMA)", DP, BQ, BKV, W)
+#define FLASH_WMMA11(DP, BQ, BKV, W)                                                               \
+  FLASH_ROW("flash_wmma11", TSR_HIP_FLASH_WMMA11_NAME, TSR_HIP_FLASH_WMMA_SMEM,                    \
+            TSR_HIP_FLASH_WMMA_THREADS, "RDNA3 WMMA", CLASS(ARCH_RDNA3), "for RDNA3 GPUs (WMMA)",  \
+            DP, BQ, BKV, W)
+#define FLASH_WMMA12(DP, BQ, BKV, W)                                                               \
+  FLASH_ROW("flash_wmma12", TSR_HIP_FLASH_WMMA12_NAME, TSR_HIP_FLASH_WMMA_SMEM,                    \
+            TSR_HIP_FLASH_WMMA_THREADS, "RDNA4 WMMA", CLASS(ARCH_RDNA4), "for RDNA4 GPUs (WMMA)",  \
+            DP, BQ, BKV, W)
+
+static const gpu_attention_config hip_attention[] = {
+    TSR_HIP_FLASH_MFMA_CONFIGS(FLASH_MFMA) TSR_HIP_FLASH_WMMA11_CONFIGS(FLASH_WMMA11)
+        TSR_HIP_FLASH_WMMA12_CONFIGS(FLASH_WMMA12)};
 
 /* GEMM rows, launched as the portable tensor-core kind (GPU_GEMM_MMA:
  * tiles in grid.x, batch in grid.y, K slices in grid.z for 16-row tiles).
@@ -124,8 +177,6 @@ static const char *const rdna4_gemm[] = {WMMA_ROWS("wmma12"), SIMT16_ROWS, DECOD
 /* Tables per architecture class                                             */
 /* ------------------------------------------------------------------------ */
 
-enum { ARCH_GENERIC, ARCH_CDNA2, ARCH_CDNA3, ARCH_RDNA2, ARCH_RDNA3, ARCH_RDNA4, ARCH_COUNT };
-
 static int arch_of(int major, int minor) {
   if (major == 9 && minor == 0x0a)
     return ARCH_CDNA2;
@@ -163,6 +214,8 @@ const gpu_vendor hip_vendor = {
     .kernel_count = (int)(sizeof hip_kernels / sizeof hip_kernels[0]),
     .gemm = hip_gemm,
     .gemm_count = (int)(sizeof hip_gemm / sizeof hip_gemm[0]),
+    .attention = hip_attention,
+    .attention_count = (int)(sizeof hip_attention / sizeof hip_attention[0]),
     .arch_tables = arch_tables,
     .arch_count = ARCH_COUNT,
     .arch_of = arch_of,

@@ -155,20 +155,11 @@ TSR_DEVICE void flash_wgmma_body(const attention_params &p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q4 = lane & 3;
   const int group = warp >> 2, warp_in_group = warp & 3;
-  const int64_t q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ, head = blockIdx.y,
-                batch = blockIdx.z;
-  const int64_t kv_head = head / p.group;
+  const flash_block block = flash_block_of<BQ, BKV>(p);
+  const int64_t q0 = block.q0, head = block.head, batch = block.batch;
   const int seq_q = (int)p.seq_q, seq_kv = (int)p.seq_kv, dim = (int)p.head_dim;
-  const uint16_t *q_base = (const uint16_t *)p.q + batch * p.q_b + head * p.q_h;
-  const uint16_t *k_base = (const uint16_t *)p.k + batch * p.k_b + kv_head * p.k_h;
-  const uint16_t *v_base = (const uint16_t *)p.v + batch * p.v_b + kv_head * p.v_h;
-
-  int64_t q_last = (q0 + BQ < p.seq_q ? q0 + BQ : p.seq_q) - 1;
-  int64_t kv_lo, kv_hi;
-  key_range(p, q0, q_last, &kv_lo, &kv_hi);
-  const int first_tile = (int)(kv_lo / BKV);
-  const int tile_count =
-      kv_hi > kv_lo ? (int)((kv_hi - (int64_t)first_tile * BKV + BKV - 1) / BKV) : 0;
+  const uint16_t *q_base = block.q, *k_base = block.k, *v_base = block.v;
+  const int first_tile = block.first_tile, tile_count = block.tile_count;
 
   /* Thread t copies row (t / 8CHUNKS) 8 + t % 8 (plus row steps) at column
    * block (t / 8) % CHUNKS into cell t (plus THREADS per row step). */

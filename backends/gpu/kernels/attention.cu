@@ -51,6 +51,33 @@ TSR_DEVICE void key_range(const attention_params &p, int64_t first, int64_t last
     *hi = last + shift + p.window_right + 1;
 }
 
+/* What one flash block works on: BQ query rows of one (batch, head), the
+ * last query tile first (under a causal mask it has the most keys, so the
+ * longest blocks start in the first wave and the short ones fill the tail),
+ * and the BKV-key tiles any of those rows sees. */
+struct flash_block {
+  int64_t q0, head, batch;
+  const uint16_t *q, *k, *v; /* q of (batch, head), k and v of its key/value head */
+  int first_tile, tile_count;
+};
+
+template <int BQ, int BKV> TSR_DEVICE flash_block flash_block_of(const attention_params &p) {
+  flash_block b;
+  b.q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ;
+  b.head = blockIdx.y;
+  b.batch = blockIdx.z;
+  const int64_t kv_head = b.head / p.group;
+  b.q = (const uint16_t *)p.q + b.batch * p.q_b + b.head * p.q_h;
+  b.k = (const uint16_t *)p.k + b.batch * p.k_b + kv_head * p.k_h;
+  b.v = (const uint16_t *)p.v + b.batch * p.v_b + kv_head * p.v_h;
+  const int64_t q_last = (b.q0 + BQ < p.seq_q ? b.q0 + BQ : p.seq_q) - 1;
+  int64_t lo, hi;
+  key_range(p, b.q0, q_last, &lo, &hi);
+  b.first_tile = (int)(lo / BKV);
+  b.tile_count = hi > lo ? (int)((hi - (int64_t)b.first_tile * BKV + BKV - 1) / BKV) : 0;
+  return b;
+}
+
 #if !defined(__HIPCC__)
 
 /* 2^x in one MUFU instruction; -inf gives +0, which masked scores rely on. */
@@ -91,22 +118,11 @@ TSR_DEVICE void flash_body(const attention_params &p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q4 = lane & 3;
   const int mat = lane >> 3, r8 = lane & 7;
-  /* Last query tile first: under a causal mask it has the most keys, so the
-   * longest blocks start in the first wave and the short ones fill the tail. */
-  const int64_t q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ, head = blockIdx.y,
-                batch = blockIdx.z;
-  const int64_t kv_head = head / p.group;
+  const flash_block block = flash_block_of<BQ, BKV>(p);
+  const int64_t q0 = block.q0, head = block.head, batch = block.batch;
   const int seq_q = (int)p.seq_q, seq_kv = (int)p.seq_kv, dim = (int)p.head_dim;
-  const uint16_t *q_base = (const uint16_t *)p.q + batch * p.q_b + head * p.q_h;
-  const uint16_t *k_base = (const uint16_t *)p.k + batch * p.k_b + kv_head * p.k_h;
-  const uint16_t *v_base = (const uint16_t *)p.v + batch * p.v_b + kv_head * p.v_h;
-
-  int64_t q_last = (q0 + BQ < p.seq_q ? q0 + BQ : p.seq_q) - 1;
-  int64_t kv_lo, kv_hi;
-  key_range(p, q0, q_last, &kv_lo, &kv_hi);
-  const int first_tile = (int)(kv_lo / BKV);
-  const int tile_count =
-      kv_hi > kv_lo ? (int)((kv_hi - (int64_t)first_tile * BKV + BKV - 1) / BKV) : 0;
+  const uint16_t *q_base = block.q, *k_base = block.k, *v_base = block.v;
+  const int first_tile = block.first_tile, tile_count = block.tile_count;
 
 #if TSR_GPU_HAS_MMA_SYNC
   /* Each thread copies 16 bytes at one fixed column of rows load_row,

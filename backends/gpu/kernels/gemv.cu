@@ -329,7 +329,8 @@ template <typename S> TSR_DEVICE void gemm_pack_body(const tsr_gpu_gemm_pack_par
   for (int64_t b = blockIdx.z; b < p.batch; b += gridDim.z) {
     for (int64_t r0 = (int64_t)blockIdx.y * 32; r0 < p.rows; r0 += (int64_t)gridDim.y * 32) {
 #pragma unroll
-      for (int i = y; i < 32; i += 8) {
+      for (int j = 0; j < 4; j++) { /* rows y, y + 8, y + 16, y + 24: a constant trip count */
+        const int i = y + 8 * j;
         int rr = rows_fast ? x : i, kk = rows_fast ? i : x;
         int64_t gr = r0 + rr, gk = k0 + kk;
         S v = 0;
@@ -339,7 +340,8 @@ template <typename S> TSR_DEVICE void gemm_pack_body(const tsr_gpu_gemm_pack_par
       }
       __syncthreads();
 #pragma unroll
-      for (int i = y; i < 32; i += 8) {
+      for (int j = 0; j < 4; j++) {
+        const int i = y + 8 * j;
         int64_t gr = r0 + i, gk = k0 + x;
         if (gr < p.rows && gk < p.depth) {
           S v = tile[i][x];
