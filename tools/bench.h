@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "calibrate.h"
+#include "clblast.h"
 #include "common.h"
 #include "cublaslt.h"
 #include "hipblaslt.h"
@@ -22,7 +23,7 @@
 typedef enum criterion_kind {
   OVER_OPENBLAS,     /* OpenBLAS time (one variant) / tessera time */
   OVER_CUBLASLT,     /* cuBLASLt time (same buffers, same run) / tessera time */
-  OVER_VENDOR_BLAS,  /* the device's vendor BLAS (cuBLASLt, hipBLASLt, rocBLAS) / tessera */
+  OVER_VENDOR_BLAS,  /* vendor BLAS (cuBLASLt, hipBLASLt, rocBLAS, CLBlast) / tessera */
   TFLOPS_AT_LEAST,   /* TFLOP/s (threshold in TFLOP/s) */
   OVER_OWN_RATE,     /* GFLOP/s / GFLOP/s of another row */
   WEIGHTS_OVER_COPY, /* GB/s of B (the weights) / copy bandwidth */
@@ -110,10 +111,12 @@ typedef struct device_calibration {
   double copy_others, fma_others, bf16_others;
   openblas_probe openblas[OPENBLAS_VARIANT_COUNT]; /* CPUs only */
   /* The vendor BLAS that GEMM rows are compared with: cuBLASLt on CUDA
-   * devices, hipBLASLt or rocBLAS on HIP ones (NULL name: none tried). */
+   * devices, hipBLASLt or rocBLAS on HIP ones, CLBlast on OpenCL GPUs
+   * (NULL name: none tried). */
   const char *vendor_blas;
   cublaslt_session *cublaslt;   /* CUDA devices with cuBLASLt; else NULL */
   hipblaslt_session *hipblaslt; /* HIP devices with hipBLASLt or rocBLAS; else NULL */
+  clblast_session *clblast;     /* OpenCL GPUs with CLBlast; else NULL */
   bool vendor_blas_available;
   char vendor_blas_note[1200]; /* what was loaded, or why nothing was */
 } device_calibration;
@@ -149,8 +152,9 @@ typedef struct bench_row {
   double copy_before_gbs, copy_after_gbs; /* the same, before and after alone */
   double read_gbs; /* the same on CPUs: read-only passes around the row; else NaN */
   /* The device's vendor BLAS on the same problem (cuBLASLt: the same
-   * buffers; grouped: a loop of calls); NaN: not timed. `vendor_blas` names
-   * it (a static string; NULL: none tried for this row). */
+   * buffers; CLBlast: copies; grouped: a loop of calls); NaN: not timed.
+   * `vendor_blas` names it (a static string; NULL: none tried for this
+   * row). */
   const char *vendor_blas;
   double vendor_blas_ms;
   double vendor_blas_difference; /* ||D_vendor - D|| / ||D|| */
@@ -195,8 +199,9 @@ bool bench_suite_judges(const bench_suite *suite, const tsr_device_info *info);
  * BLAS's, headed by its name (`vendor_blas`; NULL: "cuBLASLt"). */
 void bench_print_header(bool cpu, const char *vendor_blas);
 void bench_print_row(const bench_row *row, bool cpu, const char *vendor_blas);
-/* `hip`: a HIP device ran, so hipBLASLt / rocBLAS are explained too. */
-void bench_print_legend(bool hip);
+/* `hip`: a HIP device ran, so hipBLASLt / rocBLAS are explained too;
+ * `opencl`: an OpenCL GPU ran, so CLBlast is. */
+void bench_print_legend(bool hip, bool opencl);
 void bench_print_criteria(const criterion_result *results, int count, const bench_suite *suite);
 /* The JSON report; `filters` as given on the command line. */
 bool bench_write_json(const char *path, const bench_options *o, const filter_text *filters,

@@ -95,7 +95,7 @@ void bench_print_row(const bench_row *r, bool cpu, const char *vendor_blas) {
   fflush(stdout);
 }
 
-void bench_print_legend(bool hip) {
+void bench_print_legend(bool hip, bool opencl) {
   printf("\nmedian ms, min, max: the median, least and greatest of event-timed runs over rotated "
          "input sets; on GPUs the runs "
          "are queued back to back (batches of %d after an untimed lead-in), so a sample is the "
@@ -126,6 +126,12 @@ void bench_print_legend(bool hip) {
            "after the same warm-up, rotation and queueing (grouped GEMM: a loop of one call per "
            "group; tf32 rows: xf32 compute where the GPU has it); x = its time / tessera time "
            "(> 1: tessera is faster).\n");
+  if (opencl)
+    printf("CLBlast (OpenCL GPU rows): CLBlastSgemm (f32; tf32 rows too) or CLBlastHgemm (f16, "
+           "which accumulates in f16 and needs cl_khr_fp16; bf16: none) on copies of the inputs "
+           "in its own context on the same OpenCL device, in the same run, timed with OpenCL "
+           "profiling events after the same warm-up, rotation and queueing (grouped GEMM: a loop "
+           "of one call per group); x = its time / tessera time (> 1: tessera is faster).\n");
   printf("others: cores' worth of CPU that other processes (and other guests of the hypervisor) "
          "used while the row was timed, worst of its windows; well above 0 means the row was "
          "disturbed.\n");

@@ -10,7 +10,7 @@
 
 const char *bench_backend_label(const char *backend) {
   static const char *const labels[][2] = {
-      {"cpu", "CPU"}, {"cuda", "CUDA"}, {"hip", "HIP"}, {"vulkan", "Vulkan"}};
+      {"cpu", "CPU"}, {"cuda", "CUDA"}, {"hip", "HIP"}, {"opencl", "OpenCL"}, {"vulkan", "Vulkan"}};
   for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
     if (strcmp(backend, labels[i][0]) == 0)
       return labels[i][1];
@@ -89,7 +89,7 @@ void bench_judge(const suite_criterion *c, const bench_row *device_rows, const b
       snprintf(result->why, sizeof result->why, "cuBLASLt not timed");
     break;
   case OVER_VENDOR_BLAS: {
-    /* Named after what the device has: cuBLASLt, hipBLASLt or rocBLAS. */
+    /* Named after what the device has: cuBLASLt, hipBLASLt, rocBLAS or CLBlast. */
     const char *vendor = row->vendor_blas != NULL ? row->vendor_blas : cal->vendor_blas;
     snprintf(result->text, sizeof result->text, "%s %s %s: tessera / %s%s", op, dtype, shape,
              vendor != NULL ? vendor : "vendor BLAS",

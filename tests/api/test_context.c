@@ -33,9 +33,10 @@ static void test_context_create(void) {
   tsr_context_destroy(NULL); /* allowed */
 
   /* Dropping every backend still gives a valid context, with no device
-   * (lavapipe makes the Vulkan plugin a CPU-type device too). */
+   * (lavapipe and PoCL make the Vulkan and OpenCL plugins CPU-type devices
+   * too). */
   options = (tsr_context_options)TSR_CONTEXT_OPTIONS_INIT;
-  options.disable_backends = "cpu,cuda,hip,vulkan";
+  options.disable_backends = "cpu,cuda,hip,opencl,vulkan";
   context = NULL;
   CHECK_STATUS(tsr_context_create(&options, &context), TSR_OK);
   if (context) {
