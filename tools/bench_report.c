@@ -44,7 +44,7 @@ void bench_print_header(bool cpu, const char *vendor_blas) {
   if (cpu)
     for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
       printf(" %11s %6s", openblas_columns[v], "x");
-  else {
+  if (!cpu || vendor_blas != NULL) { /* CPUs: OpenCL ones have CLBlast */
     char label[48];
     printf(" %*s %6s", vendor_width(vendor_blas), vendor_label(vendor_blas, label, sizeof label),
            "x");
@@ -76,7 +76,7 @@ void bench_print_row(const bench_row *r, bool cpu, const char *vendor_blas) {
     else
       printf(" %11s %6s", "-", "-");
   }
-  if (!cpu) {
+  if (!cpu || vendor_blas != NULL) {
     int width = vendor_width(vendor_blas);
     if (isfinite(r->vendor_blas_ms))
       printf(" %*.3f %6.2f", width, r->vendor_blas_ms, r->vendor_blas_ms / r->ms);
@@ -127,7 +127,8 @@ void bench_print_legend(bool hip, bool opencl) {
            "group; tf32 rows: xf32 compute where the GPU has it); x = its time / tessera time "
            "(> 1: tessera is faster).\n");
   if (opencl)
-    printf("CLBlast (OpenCL GPU rows): CLBlastSgemm (f32; tf32 rows too) or CLBlastHgemm (f16, "
+    printf("CLBlast (OpenCL rows, GPUs and CPUs such as PoCL): CLBlastSgemm (f32; tf32 rows too) "
+           "or CLBlastHgemm (f16, "
            "which accumulates in f16 and needs cl_khr_fp16; bf16: none) on copies of the inputs "
            "in its own context on the same OpenCL device, in the same run, timed with OpenCL "
            "profiling events after the same warm-up, rotation and queueing (grouped GEMM: a loop "

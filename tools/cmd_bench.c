@@ -126,8 +126,7 @@ static double copy_gbs_of(const copy_probe *probe, double *samples, int count) {
 
 /* The vendor BLAS that GEMM rows are compared with: cuBLASLt on CUDA
  * devices, hipBLASLt (else rocBLAS) on HIP ones, CLBlast on OpenCL ones
- * (GPUs: OpenCL CPU devices are compared with OpenBLAS); nothing
- * elsewhere. */
+ * (CPU devices such as PoCL's too, beside OpenBLAS); nothing elsewhere. */
 static void open_vendor_blas(const tsr_device_info *info, device_calibration *cal) {
   bool cuda = strcmp(info->backend, "cuda") == 0, hip = strcmp(info->backend, "hip") == 0;
   bool opencl = strcmp(info->backend, "opencl") == 0;
@@ -264,6 +263,7 @@ static void calibrate_device(tsr_device *device, const tsr_device_info *info, ts
     printf("              cblas_sgemm with %d threads, each variant timed in its own child "
            "process on the same inputs\n",
            cal->threads);
+  open_vendor_blas(info, cal); /* OpenCL CPU devices: CLBlast */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -785,7 +785,7 @@ int cmd_bench(int argc, char **argv) {
     calibrate_device(device, info, queue, &o, &copy, cal);
     bench_print_header(cal->is_cpu, cal->vendor_blas);
     hip_ran = hip_ran || strcmp(info->backend, "hip") == 0;
-    opencl_ran = opencl_ran || (strcmp(info->backend, "opencl") == 0 && !cal->is_cpu);
+    opencl_ran = opencl_ran || strcmp(info->backend, "opencl") == 0;
     for (int i = 0; i < spec_count; i++) {
       if (!selected[i])
         continue;

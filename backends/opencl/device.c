@@ -111,8 +111,11 @@ static void read_props(const opencl_api *cl, cl_platform_id platform, cl_device_
   }
 #endif
 #ifdef CL_DEVICE_WARP_SIZE_NV
-  if (has_extension(p->extensions, "cl_nv_device_attribute_query"))
+  if (has_extension(p->extensions, "cl_nv_device_attribute_query")) {
     p->warp_size = info_u32(cl, id, CL_DEVICE_WARP_SIZE_NV);
+    p->nv_sm = info_u32(cl, id, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV) * 10 +
+               info_u32(cl, id, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV);
+  }
 #endif
 #ifdef CL_DEVICE_WAVEFRONT_WIDTH_AMD
   if (has_extension(p->extensions, "cl_amd_device_attribute_query"))

@@ -86,6 +86,7 @@ typedef struct opencl_device_props {
   uint32_t subgroup_sizes[8];      /* CL_DEVICE_SUB_GROUP_SIZES_INTEL, or the warp size known */
   uint32_t subgroup_size_count;
   uint32_t warp_size;           /* NVIDIA 32, AMD 64 / 32 when known, else 0 */
+  uint32_t nv_sm;               /* NVIDIA compute capability (90: sm_90), else 0 */
   uint64_t timer_resolution_ns; /* CL_DEVICE_PROFILING_TIMER_RESOLUTION */
   char extensions[4096];        /* CL_DEVICE_EXTENSIONS (truncated) */
 } opencl_device_props;

@@ -585,6 +585,31 @@ static uint32_t fused_items(tsr_op op, const fused_launch *l, uint32_t threads) 
   return items;
 }
 
+/* GPUs build rmsnorm and layernorm for the call's flags and parameter
+ * strides (all in the op signature, so one config per signature still
+ * holds): fewer registers (see rows.cl). CPUs (PoCL) keep one build for
+ * all of them: their compiles are slow and registers no issue. */
+static void fused_row_specialise(const opencl_device_props *p, tsr_op op, const fused_launch *l,
+                                 char *options, size_t capacity) {
+  if (p->device_class == OPENCL_CLASS_POCL_CPU || (p->type & CL_DEVICE_TYPE_CPU))
+    return;
+  uint32_t flags;
+  bool unit;
+  if (op == TSR_OP_RMSNORM) {
+    const tsr_cl_rmsnorm_params *q = &l->params.rmsnorm;
+    flags = q->flags;
+    unit = !(flags & TSR_CL_RMSNORM_WEIGHT) || q->w_stride == 1;
+  } else if (op == TSR_OP_LAYERNORM) {
+    const tsr_cl_layernorm_params *q = &l->params.layernorm;
+    flags = q->flags;
+    unit = (!(flags & TSR_CL_LAYERNORM_WEIGHT) || q->w_stride == 1) &&
+           (!(flags & TSR_CL_LAYERNORM_BIAS) || q->b_stride == 1);
+  } else {
+    return;
+  }
+  snprintf(options, capacity, " -DTSR_ROW_FLAGS=%u -DTSR_ROW_PARAMS_UNIT=%d", flags, unit ? 1 : 0);
+}
+
 static bool fused_empty(tsr_op op, const fused_launch *l) {
   return fused_is_row_op(op) ? l->rows <= 0 || l->n <= 0 : l->count <= 0;
 }
@@ -602,12 +627,13 @@ static tsr_status fused_prepare(opencl_device *device, tsr_op op, const void *ar
                            tsr_plugin_op_name(op), name);
   const opencl_kernel *kernel = NULL;
   if (!fused_empty(op, &l)) {
-    char options[128];
-    if (fused_is_row_op(op))
-      snprintf(options, sizeof options,
-               "-DTSR_DTYPE=%d -DTSR_THREADS=%u -DTSR_ITEMS=%u -DTSR_VEC=%u", (int)l.dtype,
-               row->threads, fused_items(op, &l, row->threads), l.vec);
-    else
+    char options[192];
+    if (fused_is_row_op(op)) {
+      int used = snprintf(options, sizeof options,
+                          "-DTSR_DTYPE=%d -DTSR_THREADS=%u -DTSR_ITEMS=%u -DTSR_VEC=%u",
+                          (int)l.dtype, row->threads, fused_items(op, &l, row->threads), l.vec);
+      fused_row_specialise(device->props, op, &l, options + used, sizeof options - (size_t)used);
+    } else
       snprintf(options, sizeof options,
                "-DTSR_DTYPE=%d -DTSR_THREADS=%u -DTSR_CONTIG=%d -DTSR_VEC=%u", (int)l.dtype,
                row->threads, l.contiguous ? 1 : 0, l.vec);

@@ -106,9 +106,9 @@ static char *program_text(const opencl_device_props *p, const char *source) {
   int n = snprintf(features, sizeof features,
                    "#define TSR_CL_DEVICE_FP16 %d\n#define TSR_CL_DEVICE_SUBGROUPS %d\n"
                    "#define TSR_CL_DEVICE_INTEL_SUBGROUPS %d\n#define TSR_CL_DEVICE_WARP %u\n"
-                   "#define TSR_CL_DEVICE_CLASS %d\n%s",
+                   "#define TSR_CL_DEVICE_CLASS %d\n#define TSR_CL_DEVICE_NV_SM %u\n%s",
                    p->fp16, p->subgroups, p->intel_subgroups, p->warp_size, (int)p->device_class,
-                   p->fp16 ? "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" : "");
+                   p->nv_sm, p->fp16 ? "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" : "");
   size_t bytes = (size_t)n + strlen(source) + 2;
   for (const opencl_source_row *r = opencl_prelude_rows; r->name; r++)
     bytes += strlen(r->text) + 1;
@@ -248,7 +248,12 @@ static tsr_status build_program(opencl_device *device, const char *source, const
     return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY, "out of memory for %s.cl",
                            source);
   char full_options[1024];
-  snprintf(full_options, sizeof full_options, "-cl-std=CL1.2 %s", options);
+  /* TESSERA_OPENCL_BUILD_OPTIONS: more options for every build (say
+   * -cl-opt-disable, or a -D that overrides a kernel's default); part of the
+   * cache key like the rest. */
+  const char *extra = getenv("TESSERA_OPENCL_BUILD_OPTIONS");
+  snprintf(full_options, sizeof full_options, "-cl-std=CL1.2 %s%s%s", options, extra ? " " : "",
+           extra ? extra : "");
   uint64_t key = 0xcbf29ce484222325ull;
   key = fnv1a_text(key, p->name);
   key = fnv1a_text(key, p->vendor);

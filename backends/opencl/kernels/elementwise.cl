@@ -137,11 +137,15 @@ inline float gelu(float v, int approximate) {
 
 #if TSR_VEC > 1
 /* Units go through the scalar functions component by component: GPUs run
- * vectors as scalars anyway, and CPU compilers vectorise across items. */
+ * vectors as scalars anyway, and CPU compilers vectorise across items.
+ * Unrolled so the arrays become registers (NVIDIA kept rolled ones in
+ * stack memory). */
+#define ELEM_UNROLL _Pragma("unroll")
 inline elem_unit silu_unit(elem_unit a, elem_unit b) {
   float t[TSR_VEC], u[TSR_VEC];
   ELEM_V(vstore)(a, 0, t);
   ELEM_V(vstore)(b, 0, u);
+  ELEM_UNROLL
   for (int k = 0; k < TSR_VEC; k++)
     t[k] = silu(t[k]) * u[k];
   return ELEM_V(vload)(0, t);
@@ -150,6 +154,7 @@ inline elem_unit silu_unit(elem_unit a, elem_unit b) {
 inline elem_unit gelu_unit(elem_unit a, int approximate) {
   float t[TSR_VEC];
   ELEM_V(vstore)(a, 0, t);
+  ELEM_UNROLL
   for (int k = 0; k < TSR_VEC; k++)
     t[k] = gelu(t[k], approximate);
   return ELEM_V(vload)(0, t);

@@ -9,7 +9,7 @@
  *                unit-stride, its rows start at multiples of TSR_VEC
  *                elements of an aligned address and TSR_VEC divides the row
  *                (aligned 8- or 16-byte loads); the host checks all that.
- * Reductions go through a local-memory tree. Kernels take no restrict
+ * Reductions: rows_reduce2. Kernels take no restrict
  * pointers: outputs may alias inputs (y and x are then the same view; each
  * element is read before the work item owning it writes it). */
 
@@ -54,16 +54,69 @@ inline ROWS_V(ushort) rows_bf16_pack(rows_unit v) {
 }
 #endif
 
+/* f16 units on NVIDIA (sm_80 on): NVIDIA's OpenCL turns vloada_half /
+ * vstorea_half into one 2-byte access per element (rows ran at 18% of the
+ * copy rate), so units move as whole 8- or 16-byte words converted in
+ * registers by cvt, two halves at a time (inline PTX, which its compiler
+ * takes). */
+#if TSR_VEC > 1 && TSR_DTYPE == TSR_CL_F16 && TSR_CL_DEVICE_NV_SM >= 80
+#define ROWS_F16_PTX 1
+#if TSR_VEC == 4
+typedef uint2 rows_f16_word;
+#else
+typedef uint4 rows_f16_word;
+#endif
+
+inline float2 rows_f16x2_widen(uint pair) {
+  float lo, hi;
+  __asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h;}"
+        : "=f"(lo), "=f"(hi)
+        : "r"(pair));
+  return (float2)(lo, hi);
+}
+
+inline uint rows_f16x2_narrow(float lo, float hi) {
+  uint pair;
+  __asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+  return pair;
+}
+
+inline rows_unit rows_f16_widen(rows_f16_word w) {
+#if TSR_VEC == 4
+  return (float4)(rows_f16x2_widen(w.s0), rows_f16x2_widen(w.s1));
+#else
+  return (float8)(rows_f16x2_widen(w.s0), rows_f16x2_widen(w.s1), rows_f16x2_widen(w.s2),
+                  rows_f16x2_widen(w.s3));
+#endif
+}
+
+inline rows_f16_word rows_f16_narrow(rows_unit v) {
+#if TSR_VEC == 4
+  return (uint2)(rows_f16x2_narrow(v.s0, v.s1), rows_f16x2_narrow(v.s2, v.s3));
+#else
+  return (uint4)(rows_f16x2_narrow(v.s0, v.s1), rows_f16x2_narrow(v.s2, v.s3),
+                 rows_f16x2_narrow(v.s4, v.s5), rows_f16x2_narrow(v.s6, v.s7));
+#endif
+}
+#else
+#define ROWS_F16_PTX 0
+#endif
+
 /* The unit at column c (a multiple of TSR_VEC) of the row starting at
- * element b, whose columns are `inner` elements apart. */
+ * element b, whose columns are `inner` elements apart. Unit indices are
+ * b / TSR_VEC + c / TSR_VEC (b is a multiple of TSR_VEC too): the compiler
+ * folds that into one base address per row and constant offsets per cached
+ * unit, where (b + c) / TSR_VEC cost registers per unit. */
 inline rows_unit rows_load(const __global tsr_t *p, long b, long c, long inner) {
 #if TSR_VEC == 1
   return tsr_load(p, b + c * inner);
 #else
   (void)inner; /* 1: the host checked */
-  long u = (b + c) / TSR_VEC;
+  long u = b / TSR_VEC + c / TSR_VEC;
 #if TSR_DTYPE == TSR_CL_F32
   return ((const __global rows_unit *)p)[u];
+#elif ROWS_F16_PTX
+  return rows_f16_widen(((const __global rows_f16_word *)p)[u]);
 #elif TSR_DTYPE == TSR_CL_F16
   return ROWS_V(vloada_half)(u, (const __global half *)p);
 #else
@@ -78,9 +131,11 @@ inline void rows_store(__global tsr_t *p, long b, long c, long inner, rows_unit 
   tsr_store(p, b + c * inner, v);
 #else
   (void)inner;
-  long u = (b + c) / TSR_VEC;
+  long u = b / TSR_VEC + c / TSR_VEC;
 #if TSR_DTYPE == TSR_CL_F32
   ((__global rows_unit *)p)[u] = v;
+#elif ROWS_F16_PTX
+  ((__global rows_f16_word *)p)[u] = rows_f16_narrow(v);
 #elif TSR_DTYPE == TSR_CL_F16
   ROWS_CAT(ROWS_V(vstorea_half), _rte)(v, u, (__global half *)p);
 #else
@@ -97,13 +152,27 @@ inline float rows_param_at(const __global uchar *w, long first, long stride, int
   return tsr_load((const __global tsr_t *)w, i);
 }
 
+/* rmsnorm's and layernorm's flags and parameter layout fixed at build time
+ * (GPUs: -DTSR_ROW_FLAGS, -DTSR_ROW_PARAMS_UNIT=1 when every weight and
+ * bias is unit-stride), else read from the params: code for absent tensors,
+ * other dtypes and strides then is not there to hold registers (NVIDIA's
+ * layernorm used all 255 and spilled with everything kept). */
+#ifdef TSR_ROW_FLAGS
+#define ROWS_FLAGS(p) TSR_ROW_FLAGS
+#else
+#define ROWS_FLAGS(p) (p).flags
+#endif
+#ifndef TSR_ROW_PARAMS_UNIT
+#define TSR_ROW_PARAMS_UNIT 0
+#endif
+
 /* The parameter unit at column c: a vector load when it is unit-stride
  * (element alignment is all vloadn needs), else element by element. */
 inline rows_unit rows_param(const __global uchar *w, long first, long stride, int f32, long c) {
 #if TSR_VEC == 1
-  return rows_param_at(w, first, stride, f32, c);
+  return rows_param_at(w, first, TSR_ROW_PARAMS_UNIT ? 1 : stride, f32, c);
 #else
-  if (stride == 1) {
+  if (TSR_ROW_PARAMS_UNIT || stride == 1) {
     long i = first + c;
     if (f32)
       return ROWS_V(vload)(0, (const __global float *)w + i);
@@ -116,13 +185,51 @@ inline rows_unit rows_param(const __global uchar *w, long first, long stride, in
     return ROWS_V(vload)(0, (const __global float *)w + i);
 #endif
   }
-  float t[TSR_VEC];
-  ROWS_UNROLL
-  for (int k = 0; k < TSR_VEC; k++)
-    t[k] = rows_param_at(w, first, stride, f32, c + k);
-  return ROWS_V(vload)(0, t);
+  /* Components spelled out: a private array indexed by the loop lived in
+   * stack memory on NVIDIA. */
+#define ROWS_AT(k) rows_param_at(w, first, stride, f32, c + (k))
+#if TSR_VEC == 4
+  return (float4)(ROWS_AT(0), ROWS_AT(1), ROWS_AT(2), ROWS_AT(3));
+#else
+  return (float8)(ROWS_AT(0), ROWS_AT(1), ROWS_AT(2), ROWS_AT(3), ROWS_AT(4), ROWS_AT(5),
+                  ROWS_AT(6), ROWS_AT(7));
+#endif
+#undef ROWS_AT
 #endif
 }
+
+/* Runs `statement` once per component of unit v, in order, with
+ * ROWS_COMPONENT naming it (no private array: see rows_param). */
+#if TSR_VEC == 1
+#define ROWS_EACH_COMPONENT(v, statement)                                                          \
+  do {                                                                                             \
+    float ROWS_COMPONENT = (v);                                                                    \
+    statement;                                                                                     \
+  } while (0)
+#else
+#define ROWS_ONE_COMPONENT(v, k, statement)                                                        \
+  do {                                                                                             \
+    float ROWS_COMPONENT = (v).k;                                                                  \
+    statement;                                                                                     \
+  } while (0)
+#define ROWS_EACH_OF_FOUR(v, statement)                                                            \
+  ROWS_ONE_COMPONENT(v, s0, statement);                                                            \
+  ROWS_ONE_COMPONENT(v, s1, statement);                                                            \
+  ROWS_ONE_COMPONENT(v, s2, statement);                                                            \
+  ROWS_ONE_COMPONENT(v, s3, statement)
+#if TSR_VEC == 4
+#define ROWS_EACH_COMPONENT(v, statement)                                                          \
+  do {                                                                                             \
+    ROWS_EACH_OF_FOUR(v, statement);                                                               \
+  } while (0)
+#else
+#define ROWS_EACH_COMPONENT(v, statement)                                                          \
+  do {                                                                                             \
+    ROWS_EACH_OF_FOUR((v).lo, statement);                                                          \
+    ROWS_EACH_OF_FOUR((v).hi, statement);                                                          \
+  } while (0)
+#endif
+#endif
 
 inline float rows_unit_sum(rows_unit v) {
 #if TSR_VEC == 1
@@ -161,32 +268,84 @@ inline long rows_base(tsr_cl_row_view t, long r, long d1, long d2) {
   return t.first + (q / d1) * t.s0 + (q % d1) * t.s1 + i2 * t.s2;
 }
 
-/* Sums (and max) of a float2 over the group, every item getting the result.
- * The leading barrier lets a reduction follow another on the same scratch. */
-inline float2 rows_sum2(float2 v, __local float2 *scratch) {
+/* Group reductions of a float2 (sum, or max per component), every item
+ * getting the result, in two levels: within sub-groups, then over the
+ * sub-groups' partials in local memory, which every item reads in the same
+ * order (all items get the same bits). Sub-group level by what the device
+ * has (TSR_ROWS_REDUCE): 2, NVIDIA warp shuffles (inline PTX, which NVIDIA's
+ * OpenCL compiles); 1, the sub_group_reduce builtins of cl_intel_subgroups;
+ * 0, local memory alone (32-item slices summed by their first item). The
+ * leading barrier lets a reduction follow another on the same scratch. */
+#ifndef TSR_ROWS_REDUCE
+#if TSR_CL_DEVICE_NV_SM >= 70 && TSR_CL_DEVICE_WARP == 32 && TSR_THREADS >= 32
+#define TSR_ROWS_REDUCE 2
+#elif TSR_CL_DEVICE_INTEL_SUBGROUPS
+#define TSR_ROWS_REDUCE 1
+#else
+#define TSR_ROWS_REDUCE 0
+#endif
+#endif
+
+#if TSR_ROWS_REDUCE == 1
+#pragma OPENCL EXTENSION cl_intel_subgroups : enable
+#endif
+
+#if TSR_ROWS_REDUCE == 2
+inline float rows_shuffle_xor(float v, int lane_mask) {
+  uint r;
+  __asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+                 : "=r"(r)
+                 : "r"(as_uint(v)), "r"(lane_mask));
+  return as_float(r);
+}
+#endif
+
+#if TSR_ROWS_REDUCE == 0
+#define ROWS_SLICE 32
+#define ROWS_PARTIALS ((TSR_THREADS + ROWS_SLICE - 1) / ROWS_SLICE)
+#endif
+
+inline float2 rows_reduce2(float2 v, __local float2 *scratch, bool is_max) {
   int t = (int)get_local_id(0);
   barrier(CLK_LOCAL_MEM_FENCE);
+#if TSR_ROWS_REDUCE == 2
+  for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1) {
+    float2 o = (float2)(rows_shuffle_xor(v.x, lane_mask), rows_shuffle_xor(v.y, lane_mask));
+    v = is_max ? fmax(v, o) : v + o;
+  }
+  int partials = (TSR_THREADS + 31) / 32;
+  if ((t & 31) == 0)
+    scratch[t >> 5] = v;
+#elif TSR_ROWS_REDUCE == 1
+  v = is_max ? (float2)(sub_group_reduce_max(v.x), sub_group_reduce_max(v.y))
+             : (float2)(sub_group_reduce_add(v.x), sub_group_reduce_add(v.y));
+  int partials = (int)get_num_sub_groups();
+  if (get_sub_group_local_id() == 0)
+    scratch[get_sub_group_id()] = v;
+#else
+  int partials = ROWS_PARTIALS;
   scratch[t] = v;
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = TSR_THREADS / 2; s > 0; s >>= 1) {
-    if (t < s)
-      scratch[t] += scratch[t + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return scratch[0];
+  if (t % ROWS_SLICE == 0)
+    for (int i = 1; i < ROWS_SLICE && t + i < TSR_THREADS; i++)
+      v = is_max ? fmax(v, scratch[t + i]) : v + scratch[t + i];
+  barrier(CLK_LOCAL_MEM_FENCE); /* every slice read before partials overwrite it */
+  if (t % ROWS_SLICE == 0)
+    scratch[t / ROWS_SLICE] = v;
+#endif
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float2 total = scratch[0];
+  for (int i = 1; i < partials; i++)
+    total = is_max ? fmax(total, scratch[i]) : total + scratch[i];
+  return total;
+}
+
+inline float2 rows_sum2(float2 v, __local float2 *scratch) {
+  return rows_reduce2(v, scratch, false);
 }
 
 inline float2 rows_max2(float2 v, __local float2 *scratch) {
-  int t = (int)get_local_id(0);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  scratch[t] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = TSR_THREADS / 2; s > 0; s >>= 1) {
-    if (t < s)
-      scratch[t] = fmax(scratch[t], scratch[t + s]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return scratch[0];
+  return rows_reduce2(v, scratch, true);
 }
 
 inline float rows_sum(float v, __local float2 *scratch) {
@@ -201,6 +360,7 @@ inline float rows_max(float v, __local float2 *scratch) {
  * (it * TSR_THREADS + tid) * TSR_VEC; the streaming path walks them all. */
 #define ROWS_FIRST_COLUMN(tid) ((long)(tid)*TSR_VEC)
 #define ROWS_COLUMN_STEP ((long)TSR_THREADS * TSR_VEC)
+#define ROWS_CACHED_COLUMN(it) (((long)(it)*TSR_THREADS + tid) * TSR_VEC)
 
 /* ---- rmsnorm ---- */
 
@@ -242,10 +402,10 @@ tsr_rmsnorm(const __global tsr_t *x, const __global tsr_t *res, const __global u
             __global tsr_t *y, __global tsr_t *rout, tsr_cl_rmsnorm_params p) {
   __local float2 scratch[TSR_THREADS];
   const int tid = (int)get_local_id(0);
-  const bool has_res = (p.flags & TSR_CL_RMSNORM_RESIDUAL) != 0;
-  const bool has_out = (p.flags & TSR_CL_RMSNORM_RESIDUAL_OUT) != 0;
-  const bool has_w = (p.flags & TSR_CL_RMSNORM_WEIGHT) != 0;
-  const int w_f32 = (p.flags & TSR_CL_RMSNORM_WEIGHT_F32) != 0;
+  const bool has_res = (ROWS_FLAGS(p) & TSR_CL_RMSNORM_RESIDUAL) != 0;
+  const bool has_out = (ROWS_FLAGS(p) & TSR_CL_RMSNORM_RESIDUAL_OUT) != 0;
+  const bool has_w = (ROWS_FLAGS(p) & TSR_CL_RMSNORM_WEIGHT) != 0;
+  const int w_f32 = (ROWS_FLAGS(p) & TSR_CL_RMSNORM_WEIGHT_F32) != 0;
   for (long r = get_group_id(0); r < p.rows; r += get_num_groups(0)) {
     rmsnorm_row k = {rows_base(p.x, r, p.d1, p.d2),
                      rows_base(p.residual, r, p.d1, p.d2),
@@ -258,15 +418,30 @@ tsr_rmsnorm(const __global tsr_t *x, const __global tsr_t *res, const __global u
     long by = rows_base(p.y, r, p.d1, p.d2);
     float squares = 0.0f;
 #if TSR_ITEMS > 0
+    /* Every load of the row before any store: the compiler must assume
+     * outputs alias inputs, so a load after a store waits for it (loads and
+     * stores interleaved kept one load in flight: 35% of copy on NVIDIA). */
     rows_unit h[ROWS_CACHE];
     ROWS_UNROLL
-    for (int it = 0; it < TSR_ITEMS; it++) {
-      long c = ((long)it * TSR_THREADS + tid) * TSR_VEC;
-      if (c < p.n) {
-        h[it] = rmsnorm_in(x, res, rout, k, c);
-        squares += rows_unit_sum(h[it] * h[it]);
-      }
+    for (int it = 0; it < TSR_ITEMS; it++)
+      h[it] = ROWS_CACHED_COLUMN(it) < p.n ? rows_load(x, k.bx, ROWS_CACHED_COLUMN(it), k.xi)
+                                           : (rows_unit)0.0f;
+    if (has_res) {
+      ROWS_UNROLL
+      for (int it = 0; it < TSR_ITEMS; it++)
+        if (ROWS_CACHED_COLUMN(it) < p.n)
+          h[it] += rows_load(res, k.br, ROWS_CACHED_COLUMN(it), k.ri);
     }
+    if (has_out) {
+      ROWS_UNROLL
+      for (int it = 0; it < TSR_ITEMS; it++)
+        if (ROWS_CACHED_COLUMN(it) < p.n)
+          rows_store(rout, k.bo, ROWS_CACHED_COLUMN(it), k.oi, h[it]);
+    }
+    ROWS_UNROLL
+    for (int it = 0; it < TSR_ITEMS; it++)
+      if (ROWS_CACHED_COLUMN(it) < p.n)
+        squares += rows_unit_sum(h[it] * h[it]);
 #else
     for (long c = ROWS_FIRST_COLUMN(tid); c < p.n; c += ROWS_COLUMN_STEP) {
       rows_unit v = rmsnorm_in(x, res, rout, k, c);
@@ -284,7 +459,7 @@ tsr_rmsnorm(const __global tsr_t *x, const __global tsr_t *res, const __global u
 #if TSR_ITEMS > 0
       ROWS_UNROLL
       for (int it = 0; it < TSR_ITEMS; it++)
-        if (((long)it * TSR_THREADS + tid) * TSR_VEC < p.n)
+        if (ROWS_CACHED_COLUMN(it) < p.n)
           big = fmax(big, rows_unit_max(fabs(h[it])));
 #else
       for (long c = ROWS_FIRST_COLUMN(tid); c < p.n; c += ROWS_COLUMN_STEP)
@@ -296,7 +471,7 @@ tsr_rmsnorm(const __global tsr_t *x, const __global tsr_t *res, const __global u
 #if TSR_ITEMS > 0
         ROWS_UNROLL
         for (int it = 0; it < TSR_ITEMS; it++)
-          if (((long)it * TSR_THREADS + tid) * TSR_VEC < p.n) {
+          if (ROWS_CACHED_COLUMN(it) < p.n) {
             rows_unit q = h[it] * unit;
             small += rows_unit_sum(q * q);
           }
@@ -310,16 +485,20 @@ tsr_rmsnorm(const __global tsr_t *x, const __global tsr_t *res, const __global u
       }
     }
 #if TSR_ITEMS > 0
+    /* The weights read before y is written, for the same reason. */
     ROWS_UNROLL
-    for (int it = 0; it < TSR_ITEMS; it++) {
-      long c = ((long)it * TSR_THREADS + tid) * TSR_VEC;
-      if (c < p.n) {
-        rows_unit v = h[it] * scale;
-        if (has_w)
-          v *= rows_param(w, p.w_first, p.w_stride, w_f32, c);
-        rows_store(y, by, c, p.y.inner, v);
-      }
+    for (int it = 0; it < TSR_ITEMS; it++)
+      h[it] *= scale;
+    if (has_w) {
+      ROWS_UNROLL
+      for (int it = 0; it < TSR_ITEMS; it++)
+        if (ROWS_CACHED_COLUMN(it) < p.n)
+          h[it] *= rows_param(w, p.w_first, p.w_stride, w_f32, ROWS_CACHED_COLUMN(it));
     }
+    ROWS_UNROLL
+    for (int it = 0; it < TSR_ITEMS; it++)
+      if (ROWS_CACHED_COLUMN(it) < p.n)
+        rows_store(y, by, ROWS_CACHED_COLUMN(it), p.y.inner, h[it]);
 #else
     for (long c = ROWS_FIRST_COLUMN(tid); c < p.n; c += ROWS_COLUMN_STEP) {
       rows_unit v = rmsnorm_again(x, res, rout, k, c) * scale;
@@ -351,10 +530,10 @@ tsr_layernorm(const __global tsr_t *x, const __global uchar *w, const __global u
               __global tsr_t *y, tsr_cl_layernorm_params p) {
   __local float2 scratch[TSR_THREADS];
   const int tid = (int)get_local_id(0);
-  const bool has_w = (p.flags & TSR_CL_LAYERNORM_WEIGHT) != 0;
-  const bool has_b = (p.flags & TSR_CL_LAYERNORM_BIAS) != 0;
-  const int w_f32 = (p.flags & TSR_CL_LAYERNORM_WEIGHT_F32) != 0;
-  const int b_f32 = (p.flags & TSR_CL_LAYERNORM_BIAS_F32) != 0;
+  const bool has_w = (ROWS_FLAGS(p) & TSR_CL_LAYERNORM_WEIGHT) != 0;
+  const bool has_b = (ROWS_FLAGS(p) & TSR_CL_LAYERNORM_BIAS) != 0;
+  const int w_f32 = (ROWS_FLAGS(p) & TSR_CL_LAYERNORM_WEIGHT_F32) != 0;
+  const int b_f32 = (ROWS_FLAGS(p) & TSR_CL_LAYERNORM_BIAS_F32) != 0;
   for (long r = get_group_id(0); r < p.rows; r += get_num_groups(0)) {
     long bx = rows_base(p.x, r, p.d1, p.d2), by = rows_base(p.y, r, p.d1, p.d2);
     float sum = 0.0f;
@@ -362,7 +541,7 @@ tsr_layernorm(const __global tsr_t *x, const __global uchar *w, const __global u
     rows_unit v[ROWS_CACHE];
     ROWS_UNROLL
     for (int it = 0; it < TSR_ITEMS; it++) {
-      long c = ((long)it * TSR_THREADS + tid) * TSR_VEC;
+      long c = ROWS_CACHED_COLUMN(it);
       if (c < p.n) {
         v[it] = rows_load(x, bx, c, p.x.inner);
         sum += rows_unit_sum(v[it]);
@@ -377,7 +556,7 @@ tsr_layernorm(const __global tsr_t *x, const __global uchar *w, const __global u
 #if TSR_ITEMS > 0
     ROWS_UNROLL
     for (int it = 0; it < TSR_ITEMS; it++)
-      if (((long)it * TSR_THREADS + tid) * TSR_VEC < p.n) {
+      if (ROWS_CACHED_COLUMN(it) < p.n) {
         rows_unit d = v[it] - mean;
         squares += rows_unit_sum(d * d);
       }
@@ -397,7 +576,7 @@ tsr_layernorm(const __global tsr_t *x, const __global uchar *w, const __global u
 #if TSR_ITEMS > 0
       ROWS_UNROLL
       for (int it = 0; it < TSR_ITEMS; it++)
-        if (((long)it * TSR_THREADS + tid) * TSR_VEC < p.n)
+        if (ROWS_CACHED_COLUMN(it) < p.n)
           big = fmax(big, rows_unit_max(fabs(v[it] - mean)));
 #else
       for (long c = ROWS_FIRST_COLUMN(tid); c < p.n; c += ROWS_COLUMN_STEP)
@@ -409,7 +588,7 @@ tsr_layernorm(const __global tsr_t *x, const __global uchar *w, const __global u
 #if TSR_ITEMS > 0
         ROWS_UNROLL
         for (int it = 0; it < TSR_ITEMS; it++)
-          if (((long)it * TSR_THREADS + tid) * TSR_VEC < p.n) {
+          if (ROWS_CACHED_COLUMN(it) < p.n) {
             rows_unit d = (v[it] - mean) * unit;
             small += rows_unit_sum(d * d);
           }
@@ -423,12 +602,26 @@ tsr_layernorm(const __global tsr_t *x, const __global uchar *w, const __global u
       }
     }
 #if TSR_ITEMS > 0
+    /* Weights and biases read before y is written (see rmsnorm). */
     ROWS_UNROLL
-    for (int it = 0; it < TSR_ITEMS; it++) {
-      long c = ((long)it * TSR_THREADS + tid) * TSR_VEC;
-      if (c < p.n)
-        layernorm_out(w, b, y, p, by, c, (v[it] - mean) * inv, has_w, has_b, w_f32, b_f32);
+    for (int it = 0; it < TSR_ITEMS; it++)
+      v[it] = (v[it] - mean) * inv;
+    if (has_w) {
+      ROWS_UNROLL
+      for (int it = 0; it < TSR_ITEMS; it++)
+        if (ROWS_CACHED_COLUMN(it) < p.n)
+          v[it] *= rows_param(w, p.w_first, p.w_stride, w_f32, ROWS_CACHED_COLUMN(it));
     }
+    if (has_b) {
+      ROWS_UNROLL
+      for (int it = 0; it < TSR_ITEMS; it++)
+        if (ROWS_CACHED_COLUMN(it) < p.n)
+          v[it] += rows_param(b, p.b_first, p.b_stride, b_f32, ROWS_CACHED_COLUMN(it));
+    }
+    ROWS_UNROLL
+    for (int it = 0; it < TSR_ITEMS; it++)
+      if (ROWS_CACHED_COLUMN(it) < p.n)
+        rows_store(y, by, ROWS_CACHED_COLUMN(it), p.y.inner, v[it]);
 #else
     for (long c = ROWS_FIRST_COLUMN(tid); c < p.n; c += ROWS_COLUMN_STEP)
       layernorm_out(w, b, y, p, by, c, (rows_load(x, bx, c, p.x.inner) - mean) * inv, has_w, has_b,
@@ -473,7 +666,7 @@ tsr_softmax(const __global tsr_t *x, __global tsr_t *y, tsr_cl_softmax_params p)
     bool bad = false;
     ROWS_UNROLL
     for (int it = 0; it < TSR_ITEMS; it++) {
-      long c = ((long)it * TSR_THREADS + tid) * TSR_VEC;
+      long c = ROWS_CACHED_COLUMN(it);
       if (c < p.n) {
         v[it] = rows_load(x, bx, c, p.x.inner);
         bad = bad || rows_unit_nan(v[it]);
@@ -487,7 +680,7 @@ tsr_softmax(const __global tsr_t *x, __global tsr_t *y, tsr_cl_softmax_params p)
     float s = 0.0f;
     ROWS_UNROLL
     for (int it = 0; it < TSR_ITEMS; it++)
-      if (((long)it * TSR_THREADS + tid) * TSR_VEC < p.n) {
+      if (ROWS_CACHED_COLUMN(it) < p.n) {
         v[it] = exp((v[it] - row_max) * p.scale);
         s += rows_unit_sum(v[it]);
       }
@@ -505,15 +698,7 @@ tsr_softmax(const __global tsr_t *x, __global tsr_t *y, tsr_cl_softmax_params p)
     bool bad = false;
     for (long c = ROWS_FIRST_COLUMN(tid); c < p.n; c += ROWS_COLUMN_STEP) {
       rows_unit q = rows_load(x, bx, c, p.x.inner);
-#if TSR_VEC == 1
-      softmax_online(&m, &s, &bad, q, p.scale);
-#else
-      float e[TSR_VEC];
-      ROWS_V(vstore)(q, 0, e);
-      ROWS_UNROLL
-      for (int k = 0; k < TSR_VEC; k++)
-        softmax_online(&m, &s, &bad, e[k], p.scale);
-#endif
+      ROWS_EACH_COMPONENT(q, softmax_online(&m, &s, &bad, ROWS_COMPONENT, p.scale));
     }
     float2 top = rows_max2((float2)(m, bad ? 1.0f : 0.0f), scratch);
     float row_max = top.x;
@@ -561,15 +746,7 @@ tsr_cross_entropy(const __global tsr_t *x, const __global int *targets, __global
     bool bad = false;
     for (long c = ROWS_FIRST_COLUMN(tid); c < p.n; c += ROWS_COLUMN_STEP) {
       rows_unit q = rows_load(x, bx, c, p.x.inner);
-#if TSR_VEC == 1
-      entropy_online(&m, &s, &bad, q);
-#else
-      float e[TSR_VEC];
-      ROWS_V(vstore)(q, 0, e);
-      ROWS_UNROLL
-      for (int k = 0; k < TSR_VEC; k++)
-        entropy_online(&m, &s, &bad, e[k]);
-#endif
+      ROWS_EACH_COMPONENT(q, entropy_online(&m, &s, &bad, ROWS_COMPONENT));
     }
     float2 top = rows_max2((float2)(m, bad ? 1.0f : 0.0f), scratch);
     float row_max = top.x;
