@@ -6,6 +6,7 @@
  * declared below with the values of CLBlast's public clblast_c.h (1.5):
  * layouts, transposes and status codes. */
 #include "clblast.h"
+#include "vendor_blas.h"
 
 #include "cublaslt.h"
 
@@ -190,16 +191,6 @@ static const char *status_name(int status) {
                                              : "a CLBlast error";
 }
 
-/* Binds `name` into *field (a function pointer, copied as POSIX allows). */
-static bool bind(void *library, void *field, const char *name, const char *what, char *why,
-                 size_t why_capacity) {
-  void *address = dlsym(library, name);
-  memcpy(field, &address, sizeof address);
-  if (address == NULL)
-    snprintf(why, why_capacity, "%s lacks %s", what, name);
-  return address != NULL;
-}
-
 /* The library `variable` names, else the first of `names` the dynamic
  * linker finds; `loaded` gets what was opened. */
 static void *open_library(const char *variable, const char *const *names, size_t count,
@@ -260,7 +251,7 @@ static bool load_opencl(cb_cl *cl, char *loaded, size_t loaded_capacity, char *w
       {&cl->ReleaseEvent, "clReleaseEvent"},
   };
   for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
-    if (!bind(library, entries[i].field, entries[i].name, loaded, why, why_capacity))
+    if (!vendor_blas_bind(library, entries[i].field, entries[i].name, loaded, why, why_capacity))
       return false; /* the loader stays loaded, as the libraries of a session do */
   return true;
 }
@@ -274,12 +265,14 @@ static bool load_clblast(clblast_session *s, char *text, size_t text_capacity, c
       open_library("TESSERA_CLBLAST", names, 2, loaded, sizeof loaded, why, why_capacity);
   if (library == NULL)
     return false;
-  if (!bind(library, &s->sgemm, "CLBlastSgemmWithTempBuffer", loaded, why, why_capacity) ||
-      !bind(library, &s->hgemm, "CLBlastHgemmWithTempBuffer", loaded, why, why_capacity) ||
-      !bind(library, &s->sgemm_temp_size, "CLBlastSGemmTempBufferSize", loaded, why,
-            why_capacity) ||
-      !bind(library, &s->hgemm_temp_size, "CLBlastHGemmTempBufferSize", loaded, why,
-            why_capacity)) {
+  if (!vendor_blas_bind(library, &s->sgemm, "CLBlastSgemmWithTempBuffer", loaded, why,
+                        why_capacity) ||
+      !vendor_blas_bind(library, &s->hgemm, "CLBlastHgemmWithTempBuffer", loaded, why,
+                        why_capacity) ||
+      !vendor_blas_bind(library, &s->sgemm_temp_size, "CLBlastSGemmTempBufferSize", loaded, why,
+                        why_capacity) ||
+      !vendor_blas_bind(library, &s->hgemm_temp_size, "CLBlastHGemmTempBufferSize", loaded, why,
+                        why_capacity)) {
     size_t used = strlen(why);
     snprintf(why + used, why_capacity - used, " (CLBlast 1.3 or later needed)");
     return false;
@@ -651,13 +644,6 @@ static void plan_destroy(const clblast_session *s, cb_plan *plan) {
   memset(plan, 0, sizeof *plan);
 }
 
-static const problem_tensor *tensor_named(const problem *p, const char *name) {
-  for (int i = 0; i < p->tensor_count; i++)
-    if (strcmp(p->tensors[i].name, name) == 0)
-      return &p->tensors[i];
-  return NULL;
-}
-
 /* A buffer of the session holding tessera's buffer of `t` (`copy`) or
  * zeros, the whole buffer, so that tessera's offsets address it. */
 static bool mirror_tensor(const clblast_session *s, const problem_tensor *t, tsr_queue *queue,
@@ -738,46 +724,23 @@ static bool plan_create(clblast_session *s, const problem *p, tsr_queue *queue,
                         unsigned char **staging, size_t *staging_bytes, cb_plan *plan, char *error,
                         size_t capacity) {
   memset(plan, 0, sizeof *plan);
-  const problem_tensor *a = tensor_named(p, "a"), *b = tensor_named(p, "b"),
-                       *d = tensor_named(p, "d");
+  const problem_tensor *a = vendor_blas_tensor(p, "a"), *b = vendor_blas_tensor(p, "b"),
+                       *d = vendor_blas_tensor(p, "d");
   if (a == NULL || b == NULL || d == NULL || a->alias >= 0 || b->alias >= 0 || d->alias >= 0) {
     snprintf(error, capacity, "the problem has no separate a, b and d buffers");
     return false;
   }
   plan->half = p->spec.dtype == TSR_DTYPE_F16;
-  if (p->spec.op == TSR_OP_GEMM) {
-    if (!call_create(&a->view, &b->view, &d->view, &plan->calls[0], error, capacity))
+  vendor_blas_gemm gemms[PROBLEM_MAX_GROUPS];
+  int count = vendor_blas_gemms(p, &a->view, &b->view, &d->view, gemms);
+  if (count == 0) {
+    snprintf(error, capacity, "every group is empty");
+    return false;
+  }
+  for (int i = 0; i < count; i++) {
+    if (!call_create(&gemms[i].a, &gemms[i].b, &gemms[i].d, &plan->calls[i], error, capacity))
       return false;
-    plan->count = 1;
-  } else {
-    const grouped_gemm_spec *g = &p->spec.grouped;
-    size_t es = tsr_dtype_size(p->spec.dtype);
-    int64_t first_row = 0;
-    for (int64_t i = 0; i < g->group_count; i++) {
-      int64_t rows = g->group_sizes[i];
-      if (rows == 0)
-        continue;
-      /* Group i: rows [first_row, first_row + rows) of a and d, b's
-       * [K, N] slice i. */
-      tsr_tensor av = a->view, dv = d->view, bv = b->view;
-      av.shape[0] = dv.shape[0] = rows;
-      av.offset += (size_t)(first_row * a->view.strides[0]) * es;
-      dv.offset += (size_t)(first_row * d->view.strides[0]) * es;
-      bv.rank = 2;
-      bv.offset += (size_t)(i * b->view.strides[0]) * es;
-      bv.shape[0] = b->view.shape[1];
-      bv.shape[1] = b->view.shape[2];
-      bv.strides[0] = b->view.strides[1];
-      bv.strides[1] = b->view.strides[2];
-      if (!call_create(&av, &bv, &dv, &plan->calls[plan->count], error, capacity))
-        return false;
-      plan->count++;
-      first_row += rows;
-    }
-    if (plan->count == 0) {
-      snprintf(error, capacity, "every group is empty");
-      return false;
-    }
+    plan->count++;
   }
   for (int i = 0; i < plan->count; i++)
     if (!reserve_temp(s, &plan->calls[i], plan->half, error, capacity))
@@ -904,7 +867,7 @@ static double normwise_difference(const unsigned char *x, const unsigned char *y
 /* Runs sets[0]'s plan once and compares its d with tessera's. */
 static bool compare_with_tessera(clblast_session *s, const problem *p, const cb_plan *plan,
                                  tsr_queue *queue, clblast_timing *out) {
-  const tsr_tensor *d = &tensor_named(p, "d")->view;
+  const tsr_tensor *d = &vendor_blas_tensor(p, "d")->view;
   int last = d->rank - 1;
   size_t es = tsr_dtype_size(d->dtype);
   size_t bytes = ((size_t)((d->shape[last - 1] - 1) * d->strides[last - 1] +

@@ -5,6 +5,7 @@
  * types, constants and entry points this file uses, with the values of the
  * public headers (CUDA 12 and 13). */
 #include "cublaslt.h"
+#include "vendor_blas.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -506,18 +507,11 @@ static void plan_destroy(const cublaslt_session *s, lt_plan *plan) {
   plan->count = 0;
 }
 
-static const problem_tensor *tensor_named(const problem *p, const char *name) {
-  for (int i = 0; i < p->tensor_count; i++)
-    if (strcmp(p->tensors[i].name, name) == 0)
-      return &p->tensors[i];
-  return NULL;
-}
-
 static bool plan_create(const cublaslt_session *s, const problem *p, lt_plan *plan, char *error,
                         size_t capacity) {
   memset(plan, 0, sizeof *plan);
-  const problem_tensor *a = tensor_named(p, "a"), *b = tensor_named(p, "b"),
-                       *d = tensor_named(p, "d");
+  const problem_tensor *a = vendor_blas_tensor(p, "a"), *b = vendor_blas_tensor(p, "b"),
+                       *d = vendor_blas_tensor(p, "d");
   if (a == NULL || b == NULL || d == NULL || !a->device_address || !b->device_address ||
       !d->device_address) {
     snprintf(error, capacity, "the problem's buffers have no known device address");
@@ -525,39 +519,15 @@ static bool plan_create(const cublaslt_session *s, const problem *p, lt_plan *pl
   }
   bool tf32 = p->spec.dtype == TSR_DTYPE_F32 && p->spec.op == TSR_OP_GEMM &&
               p->spec.gemm.compute == TSR_COMPUTE_TF32;
-  if (p->spec.op == TSR_OP_GEMM) {
-    if (!call_create(s, &a->view, a->device_address, &b->view, b->device_address, &d->view,
-                     d->device_address, tf32, &plan->calls[0], error, capacity))
-      return false;
-    plan->count = 1;
-    return true;
-  }
-  const grouped_gemm_spec *g = &p->spec.grouped;
-  size_t es = tsr_dtype_size(p->spec.dtype);
-  int64_t row = 0;
-  for (int64_t i = 0; i < g->group_count; i++) {
-    int64_t rows = g->group_sizes[i];
-    if (rows == 0)
-      continue;
-    tsr_tensor av = a->view, bv = b->view, dv = d->view;
-    av.shape[0] = rows;
-    av.offset += (size_t)(row * av.strides[0]) * es;
-    dv.shape[0] = rows;
-    dv.offset += (size_t)(row * dv.strides[0]) * es;
-    /* b's group i: [K, N] at i * stride[0]. */
-    bv.rank = 2;
-    bv.offset += (size_t)(i * b->view.strides[0]) * es;
-    bv.shape[0] = b->view.shape[1];
-    bv.shape[1] = b->view.shape[2];
-    bv.strides[0] = b->view.strides[1];
-    bv.strides[1] = b->view.strides[2];
-    if (!call_create(s, &av, a->device_address, &bv, b->device_address, &dv, d->device_address,
-                     false, &plan->calls[plan->count], error, capacity)) {
+  vendor_blas_gemm gemms[PROBLEM_MAX_GROUPS];
+  int count = vendor_blas_gemms(p, &a->view, &b->view, &d->view, gemms);
+  for (int i = 0; i < count; i++) {
+    if (!call_create(s, &gemms[i].a, a->device_address, &gemms[i].b, b->device_address, &gemms[i].d,
+                     d->device_address, tf32, &plan->calls[i], error, capacity)) {
       plan_destroy(s, plan);
       return false;
     }
     plan->count++;
-    row += rows;
   }
   return true;
 }
@@ -657,7 +627,7 @@ bool cublaslt_time(cublaslt_session *s, problem *sets, int set_count, tsr_queue 
   }
 
   /* Tessera's product, then cuBLASLt's in the same buffer. */
-  const problem_tensor *d = tensor_named(&sets[0], "d");
+  const problem_tensor *d = vendor_blas_tensor(&sets[0], "d");
   size_t d_bytes = (size_t)d->numel * tsr_dtype_size(d->view.dtype);
   unsigned char *mine = ok ? malloc(d_bytes) : NULL, *theirs = ok ? malloc(d_bytes) : NULL;
   if (ok && (mine == NULL || theirs == NULL)) {

@@ -14,6 +14,7 @@
  *   rocblas-types.h, rocblas-functions.h (rocblas_gemm_ex without the
  *   workspace arguments of rocBLAS 1, rocblas_int 32-bit: the LP64 build). */
 #include "hipblaslt.h"
+#include "vendor_blas.h"
 
 #include "cublaslt.h"
 
@@ -128,16 +129,6 @@ struct hipblaslt_session {
 /* Loading                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Binds `name` into *field (a function pointer, copied as POSIX allows). */
-static bool bind(void *library, void *field, const char *name, const char *what, char *why,
-                 size_t why_capacity) {
-  void *address = dlsym(library, name);
-  memcpy(field, &address, sizeof address);
-  if (address == NULL)
-    snprintf(why, why_capacity, "%s lacks %s", what, name);
-  return address != NULL;
-}
-
 /* The first of `names` the dynamic linker finds; `loaded` gets its name. */
 static void *open_first(const char *const *names, size_t count, char *loaded, size_t capacity) {
   for (size_t i = 0; i < count; i++) {
@@ -203,27 +194,29 @@ static bool open_hipblaslt(hipblaslt_session *s, char *text, size_t text_capacit
     return false;
   }
   bool ok =
-      bind(hb->library, &hb->create, "hipblasLtCreate", loaded, why, why_capacity) &&
-      bind(hb->library, &hb->destroy, "hipblasLtDestroy", loaded, why, why_capacity) &&
-      bind(hb->library, &hb->get_version, "hipblasLtGetVersion", loaded, why, why_capacity) &&
-      bind(hb->library, &hb->desc_create, "hipblasLtMatmulDescCreate", loaded, why, why_capacity) &&
-      bind(hb->library, &hb->desc_destroy, "hipblasLtMatmulDescDestroy", loaded, why,
-           why_capacity) &&
-      bind(hb->library, &hb->desc_set, "hipblasLtMatmulDescSetAttribute", loaded, why,
-           why_capacity) &&
-      bind(hb->library, &hb->layout_create, "hipblasLtMatrixLayoutCreate", loaded, why,
-           why_capacity) &&
-      bind(hb->library, &hb->layout_destroy, "hipblasLtMatrixLayoutDestroy", loaded, why,
-           why_capacity) &&
-      bind(hb->library, &hb->preference_create, "hipblasLtMatmulPreferenceCreate", loaded, why,
-           why_capacity) &&
-      bind(hb->library, &hb->preference_destroy, "hipblasLtMatmulPreferenceDestroy", loaded, why,
-           why_capacity) &&
-      bind(hb->library, &hb->preference_set, "hipblasLtMatmulPreferenceSetAttribute", loaded, why,
-           why_capacity) &&
-      bind(hb->library, &hb->heuristic, "hipblasLtMatmulAlgoGetHeuristic", loaded, why,
-           why_capacity) &&
-      bind(hb->library, &hb->matmul, "hipblasLtMatmul", loaded, why, why_capacity);
+      vendor_blas_bind(hb->library, &hb->create, "hipblasLtCreate", loaded, why, why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->destroy, "hipblasLtDestroy", loaded, why, why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->get_version, "hipblasLtGetVersion", loaded, why,
+                       why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->desc_create, "hipblasLtMatmulDescCreate", loaded, why,
+                       why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->desc_destroy, "hipblasLtMatmulDescDestroy", loaded, why,
+                       why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->desc_set, "hipblasLtMatmulDescSetAttribute", loaded, why,
+                       why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->layout_create, "hipblasLtMatrixLayoutCreate", loaded, why,
+                       why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->layout_destroy, "hipblasLtMatrixLayoutDestroy", loaded,
+                       why, why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->preference_create, "hipblasLtMatmulPreferenceCreate",
+                       loaded, why, why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->preference_destroy, "hipblasLtMatmulPreferenceDestroy",
+                       loaded, why, why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->preference_set, "hipblasLtMatmulPreferenceSetAttribute",
+                       loaded, why, why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->heuristic, "hipblasLtMatmulAlgoGetHeuristic", loaded, why,
+                       why_capacity) &&
+      vendor_blas_bind(hb->library, &hb->matmul, "hipblasLtMatmul", loaded, why, why_capacity);
   if (!ok)
     return false;
   hb_status status = hb->create(&s->hb_handle);
@@ -267,10 +260,14 @@ static bool open_rocblas(hipblaslt_session *s, char *text, size_t text_capacity,
     snprintf(why, why_capacity, "librocblas.so.4 and .so.3 not found by the dynamic linker");
     return false;
   }
-  bool ok = bind(rb->library, &rb->create, "rocblas_create_handle", loaded, why, why_capacity) &&
-            bind(rb->library, &rb->destroy, "rocblas_destroy_handle", loaded, why, why_capacity) &&
-            bind(rb->library, &rb->set_stream, "rocblas_set_stream", loaded, why, why_capacity) &&
-            bind(rb->library, &rb->gemm_ex, "rocblas_gemm_ex", loaded, why, why_capacity);
+  bool ok =
+      vendor_blas_bind(rb->library, &rb->create, "rocblas_create_handle", loaded, why,
+                       why_capacity) &&
+      vendor_blas_bind(rb->library, &rb->destroy, "rocblas_destroy_handle", loaded, why,
+                       why_capacity) &&
+      vendor_blas_bind(rb->library, &rb->set_stream, "rocblas_set_stream", loaded, why,
+                       why_capacity) &&
+      vendor_blas_bind(rb->library, &rb->gemm_ex, "rocblas_gemm_ex", loaded, why, why_capacity);
   if (!ok)
     return false;
   /* Optional: older rocBLAS has no math mode (tf32 rows then run f32). */
@@ -675,13 +672,6 @@ typedef struct cm_plan {
   mirror memory;
 } cm_plan;
 
-static const problem_tensor *tensor_named(const problem *p, const char *name) {
-  for (int i = 0; i < p->tensor_count; i++)
-    if (strcmp(p->tensors[i].name, name) == 0)
-      return &p->tensors[i];
-  return NULL;
-}
-
 static void plan_destroy(const hipblaslt_session *s, cm_plan *plan) {
   for (int i = 0; i < plan->count; i++)
     call_destroy(s, &plan->calls[i]);
@@ -750,8 +740,8 @@ static bool plan_create(const hipblaslt_session *s, const problem *p, tsr_queue 
                         unsigned char **staging, size_t *staging_bytes, cm_plan *plan, char *error,
                         size_t capacity) {
   memset(plan, 0, sizeof *plan);
-  const problem_tensor *a = tensor_named(p, "a"), *b = tensor_named(p, "b"),
-                       *d = tensor_named(p, "d");
+  const problem_tensor *a = vendor_blas_tensor(p, "a"), *b = vendor_blas_tensor(p, "b"),
+                       *d = vendor_blas_tensor(p, "d");
   if (a == NULL || b == NULL || d == NULL || a->alias >= 0 || b->alias >= 0 || d->alias >= 0) {
     snprintf(error, capacity, "the problem has no separate a, b and d buffers");
     return false;
@@ -766,42 +756,17 @@ static bool plan_create(const hipblaslt_session *s, const problem *p, tsr_queue 
     plan_destroy(s, plan);
     return false;
   }
-  if (p->spec.op == TSR_OP_GEMM) {
-    bool tf32 = p->spec.dtype == TSR_DTYPE_F32 && p->spec.gemm.compute == TSR_COMPUTE_TF32;
-    if (!call_create(s, &a->view, plan->memory.a, &b->view, plan->memory.b, &d->view,
-                     plan->memory.d, tf32, &plan->calls[0], error, capacity)) {
-      plan_destroy(s, plan);
-      return false;
-    }
-    plan->count = 1;
-    return true;
-  }
-  const grouped_gemm_spec *g = &p->spec.grouped;
-  size_t es = tsr_dtype_size(p->spec.dtype);
-  int64_t first_row = 0;
-  for (int64_t i = 0; i < g->group_count; i++) {
-    int64_t rows = g->group_sizes[i];
-    if (rows == 0)
-      continue;
-    /* Group i: rows [first_row, first_row + rows) of a and d, b's [K, N]
-     * slice i. */
-    tsr_tensor av = a->view, dv = d->view, bv = b->view;
-    av.shape[0] = dv.shape[0] = rows;
-    av.offset += (size_t)(first_row * a->view.strides[0]) * es;
-    dv.offset += (size_t)(first_row * d->view.strides[0]) * es;
-    bv.rank = 2;
-    bv.offset += (size_t)(i * b->view.strides[0]) * es;
-    bv.shape[0] = b->view.shape[1];
-    bv.shape[1] = b->view.shape[2];
-    bv.strides[0] = b->view.strides[1];
-    bv.strides[1] = b->view.strides[2];
-    if (!call_create(s, &av, plan->memory.a, &bv, plan->memory.b, &dv, plan->memory.d, false,
-                     &plan->calls[plan->count], error, capacity)) {
+  bool tf32 = p->spec.op == TSR_OP_GEMM && p->spec.dtype == TSR_DTYPE_F32 &&
+              p->spec.gemm.compute == TSR_COMPUTE_TF32;
+  vendor_blas_gemm gemms[PROBLEM_MAX_GROUPS];
+  int count = vendor_blas_gemms(p, &a->view, &b->view, &d->view, gemms);
+  for (int i = 0; i < count; i++) {
+    if (!call_create(s, &gemms[i].a, plan->memory.a, &gemms[i].b, plan->memory.b, &gemms[i].d,
+                     plan->memory.d, tf32, &plan->calls[i], error, capacity)) {
       plan_destroy(s, plan);
       return false;
     }
     plan->count++;
-    first_row += rows;
   }
   return true;
 }
@@ -879,7 +844,7 @@ static double normwise_difference(const unsigned char *x, const unsigned char *y
 /* Runs sets[0]'s plan once and compares its d with tessera's. */
 static bool compare_with_tessera(const hipblaslt_session *s, const problem *p, const cm_plan *plan,
                                  tsr_queue *queue, hipblaslt_timing *out) {
-  const problem_tensor *d = tensor_named(p, "d");
+  const problem_tensor *d = vendor_blas_tensor(p, "d");
   size_t bytes = (size_t)d->numel * tsr_dtype_size(d->view.dtype);
   unsigned char *mine = malloc(bytes ? bytes : 1), *theirs = malloc(bytes ? bytes : 1);
   bool ok = mine != NULL && theirs != NULL;
