@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The fused ops (rmsnorm, layernorm, softmax, cross_entropy: kernels/rows.cl;
- * swiglu, gelu, rope: kernels/elementwise.cl): the variant tables and
- * heuristic, the build options a problem's signature decides (dtype, work
- * items per group, units kept per work item, vector width, contiguity), the
- * parameters (kernels/params_rows.h) and the launches. Mirrors the Vulkan
- * plugin's ops.c, with 64-bit element indexing throughout. */
+ * swiglu, gelu, rope: kernels/elementwise.cl): the build options a
+ * problem's signature decides (dtype, work items per group, units kept per
+ * work item, vector width, contiguity), the parameters
+ * (kernels/params_rows.h) and the launches; the variant tables and
+ * heuristic are in configs.c. Mirrors the Vulkan plugin's ops.c, with
+ * 64-bit element indexing throughout. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,164 +25,6 @@ _Static_assert(sizeof(tsr_cl_rmsnorm_params) == 216 && sizeof(tsr_cl_layernorm_p
                    sizeof(tsr_cl_swiglu_params) == 152 && sizeof(tsr_cl_gelu_params) == 120 &&
                    sizeof(tsr_cl_rope_params) == 144,
                "fused params have the layout OpenCL C gives them (no host padding)");
-
-/* ---- variants (moves to configs.c) ---- */
-
-/* A fused-op variant: work items per group. Row ops run one group per row
- * (each item keeping up to FUSED_MAX_ITEMS vector units of the row in
- * private memory, or streaming longer rows); elementwise ops run a
- * grid-stride loop. */
-typedef struct opencl_fused_row {
-  const char *name;
-  uint32_t threads;
-  const char *description;
-} opencl_fused_row;
-
-/* Row-op units a work item keeps in private memory at most; longer rows are
- * read again from memory (softmax then takes an online pass). */
-enum { FUSED_MAX_ITEMS = 8 };
-
-#define ROWS_UNITS " work items per row, up to 8 vector units each kept in private memory"
-#define ELEMENTWISE_UNITS " work items per group in a grid-stride loop"
-static const opencl_fused_row fused_rows_table[] = {
-    {"rows_t16", 16, "16" ROWS_UNITS},      {"rows_t32", 32, "32" ROWS_UNITS},
-    {"rows_t64", 64, "64" ROWS_UNITS},      {"rows_t128", 128, "128" ROWS_UNITS},
-    {"rows_t256", 256, "256" ROWS_UNITS},   {"rows_t512", 512, "512" ROWS_UNITS},
-    {"rows_t1024", 1024, "1024" ROWS_UNITS}};
-static const opencl_fused_row fused_elementwise_table[] = {
-    {"elementwise_t64", 64, "64" ELEMENTWISE_UNITS},
-    {"elementwise_t128", 128, "128" ELEMENTWISE_UNITS},
-    {"elementwise_t256", 256, "256" ELEMENTWISE_UNITS}};
-enum {
-  FUSED_ROWS = sizeof fused_rows_table / sizeof fused_rows_table[0],
-  FUSED_ELEMENTWISE = sizeof fused_elementwise_table / sizeof fused_elementwise_table[0]
-};
-
-/* Per device class: the row-op group sizes listed (rows_min..rows_max), what
- * the row heuristic aims at, the elementwise pick, and whether elementwise
- * ops read 16-byte units. GPUs want wide groups to hide latency: about 16
- * elements per work item, as on the Vulkan plugin, in groups of at most 256
- * (NVIDIA's OpenCL reports CL_KERNEL_WORK_GROUP_SIZE 256 for these kernels
- * whatever their registers, and AMD's devices report 256 as their limit).
- * CPUs (PoCL) run a group as one thread's loop over its items, vectorised
- * across them, where every barrier costs a pass over the group: the fewest
- * items that still keep the row in private memory (a long softmax row
- * streamed costs twice the exps), and scalar elementwise code (units there
- * defeat the vectoriser: GELU ran at 60% of the scalar build's speed). */
-typedef struct opencl_fused_class {
-  uint32_t rows_min, rows_max;
-  uint32_t row_elements; /* elements per work item aimed at; 0: fewest items that keep the row */
-  const char *elementwise;
-  bool elementwise_units;
-} opencl_fused_class;
-
-static const opencl_fused_class fused_classes[OPENCL_CLASS_COUNT] = {
-    [OPENCL_CLASS_GENERIC] = {64, 256, 16, "elementwise_t128", true},
-    [OPENCL_CLASS_NVIDIA] = {32, 256, 16, "elementwise_t256", true},
-    [OPENCL_CLASS_AMD] = {64, 256, 16, "elementwise_t256", true},
-    [OPENCL_CLASS_INTEL] = {64, 256, 16, "elementwise_t128", true},
-    [OPENCL_CLASS_MALI] = {64, 256, 16, "elementwise_t128", true},
-    [OPENCL_CLASS_ADRENO] = {64, 256, 16, "elementwise_t128", true},
-    [OPENCL_CLASS_POCL_CPU] = {16, 256, 0, "elementwise_t64", false},
-};
-
-static bool fused_is_row_op(tsr_op op) {
-  return op == TSR_OP_RMSNORM || op == TSR_OP_LAYERNORM || op == TSR_OP_SOFTMAX ||
-         op == TSR_OP_CROSS_ENTROPY;
-}
-
-static const opencl_fused_class *fused_class_of(const opencl_device_props *p) {
-  return &fused_classes[p->device_class < OPENCL_CLASS_COUNT ? p->device_class
-                                                             : OPENCL_CLASS_GENERIC];
-}
-
-/* Whether the class lists row variant i on this device: its range, cut to
- * the device's group limit; a device whose limit is below the range gets
- * the largest size it allows. */
-static bool fused_rows_listed(const opencl_device_props *p, int i) {
-  const opencl_fused_class *c = fused_class_of(p);
-  uint32_t threads = fused_rows_table[i].threads;
-  if (threads > p->max_work_group)
-    return false;
-  if (p->max_work_group < c->rows_min)
-    return i + 1 == FUSED_ROWS || fused_rows_table[i + 1].threads > p->max_work_group;
-  return threads >= c->rows_min && threads <= c->rows_max;
-}
-
-/* The group size the class aims at for rows of n elements read in units of
- * `vec`: row_elements per work item, or (row_elements 0) the fewest items
- * that keep the row in private memory, the fewest of all when none can. */
-static uint32_t fused_rows_want(const opencl_fused_class *c, int64_t n, uint32_t vec) {
-  uint32_t want = c->rows_min;
-  if (c->row_elements == 0) {
-    int64_t units = (n + vec - 1) / vec;
-    while (want < c->rows_max && (int64_t)want * FUSED_MAX_ITEMS < units)
-      want *= 2;
-    return (int64_t)want * FUSED_MAX_ITEMS < units ? c->rows_min : want;
-  }
-  while (want < c->rows_max && (int64_t)want * c->row_elements < n)
-    want *= 2;
-  return want;
-}
-
-/* The largest listed size up to `want` (the smallest listed when none is). */
-static int fused_rows_pick(const opencl_device_props *p, uint32_t want) {
-  int pick = -1;
-  for (int i = 0; i < FUSED_ROWS; i++)
-    if (fused_rows_listed(p, i) && (pick < 0 || fused_rows_table[i].threads <= want))
-      pick = i;
-  return pick;
-}
-
-/* Fills `out` with the variants the device class lists and the heuristic's
- * pick for rows of `n` elements read in units of `vec` (row ops). */
-static void fused_variants(const opencl_device_props *p, tsr_op op, int64_t n, uint32_t vec,
-                           tsr_plugin_variant_list *out) {
-  const opencl_fused_class *c = fused_class_of(p);
-  const char *class_name = opencl_class_name(p->device_class);
-  out->count = 0;
-  out->heuristic = 0;
-  if (fused_is_row_op(op)) {
-    uint32_t want = fused_rows_want(c, n, vec);
-    int pick = fused_rows_pick(p, want);
-    for (int i = 0; i < FUSED_ROWS; i++) {
-      if (!fused_rows_listed(p, i))
-        continue;
-      if (i == pick)
-        out->heuristic = (int32_t)out->count;
-      tsr_plugin_variants_add(out, fused_rows_table[i].name, "%s", fused_rows_table[i].description);
-    }
-    if (c->row_elements)
-      snprintf(out->reason, sizeof out->reason,
-               "%s table: about %u elements per work item for rows of %lld, within %u..%u",
-               class_name, c->row_elements, (long long)n, c->rows_min, c->rows_max);
-    else
-      snprintf(out->reason, sizeof out->reason,
-               "%s table: the fewest work items (%u..%u) keeping rows of %lld in private "
-               "memory, %u-element units",
-               class_name, c->rows_min, c->rows_max, (long long)n, vec);
-    return;
-  }
-  for (int i = 0; i < FUSED_ELEMENTWISE; i++) {
-    if (fused_elementwise_table[i].threads > p->max_work_group)
-      continue;
-    if (strcmp(fused_elementwise_table[i].name, c->elementwise) == 0)
-      out->heuristic = (int32_t)out->count;
-    tsr_plugin_variants_add(out, fused_elementwise_table[i].name, "%s%s",
-                            fused_elementwise_table[i].description,
-                            c->elementwise_units ? ", 16-byte units when dense and aligned" : "");
-  }
-  snprintf(out->reason, sizeof out->reason, "%s table: %s", class_name, c->elementwise);
-}
-
-static const opencl_fused_row *fused_row_find(tsr_op op, const char *name) {
-  if (fused_is_row_op(op))
-    return tsr_plugin_row_find(fused_rows_table, FUSED_ROWS, sizeof fused_rows_table[0], name);
-  return tsr_plugin_row_find(fused_elementwise_table, FUSED_ELEMENTWISE,
-                             sizeof fused_elementwise_table[0], name);
-}
-
-/* ---- end of variants ---- */
 
 /* Row-op groups per launch at most (groups loop over further rows), so the
  * global size stays far below any driver's limit. */
@@ -546,10 +389,10 @@ static bool fused_plan(const opencl_device_props *p, tsr_op op, const void *args
     snprintf(why, capacity, "dtype %s is not f32, f16 or bf16", tsr_plugin_dtype_name(l->dtype));
     return false;
   }
-  if (fused_is_row_op(op)) {
+  if (opencl_fused_is_row_op(op)) {
     if (l->n % l->vec != 0)
       l->vec = l->n % 4 == 0 && l->vec >= 4 ? 4 : 1;
-  } else if (!l->contiguous || !fused_class_of(p)->elementwise_units) {
+  } else if (!l->contiguous || !opencl_fused_elementwise_units(p)) {
     l->vec = 1;
   }
   return true;
@@ -560,24 +403,18 @@ static tsr_status fused_list(const opencl_device *device, tsr_op op, const void 
   fused_launch l;
   if (!fused_plan(device->props, op, args, &l, why, capacity))
     return TSR_ERROR_UNSUPPORTED;
-  fused_variants(device->props, op, l.n, l.vec, out);
-  if (out->count == 0) {
-    snprintf(why, capacity, "no variant fits the device's %zu work items per group",
-             device->props->max_work_group);
-    return TSR_ERROR_UNSUPPORTED;
-  }
-  return TSR_OK;
+  return opencl_fused_variants(device->props, op, l.n, l.vec, out, why, capacity);
 }
 
 /* Row units (TSR_ITEMS) each work item keeps: a power of two up to
- * FUSED_MAX_ITEMS, else 0 (stream the row); cross entropy always streams
+ * OPENCL_FUSED_MAX_ITEMS, else 0 (stream the row); cross entropy always streams
  * (one online pass). Powers of two keep the number of builds small. */
 static uint32_t fused_items(tsr_op op, const fused_launch *l, uint32_t threads) {
   if (op == TSR_OP_CROSS_ENTROPY)
     return 0;
   uint64_t units = ((uint64_t)l->n + l->vec - 1) / l->vec;
   uint64_t per_item = (units + threads - 1) / threads;
-  if (per_item > FUSED_MAX_ITEMS)
+  if (per_item > OPENCL_FUSED_MAX_ITEMS)
     return 0;
   uint32_t items = 1;
   while (items < per_item)
@@ -611,7 +448,7 @@ static void fused_row_specialise(const opencl_device_props *p, tsr_op op, const 
 }
 
 static bool fused_empty(tsr_op op, const fused_launch *l) {
-  return fused_is_row_op(op) ? l->rows <= 0 || l->n <= 0 : l->count <= 0;
+  return opencl_fused_is_row_op(op) ? l->rows <= 0 || l->n <= 0 : l->count <= 0;
 }
 
 static tsr_status fused_prepare(opencl_device *device, tsr_op op, const void *args,
@@ -621,14 +458,14 @@ static tsr_status fused_prepare(opencl_device *device, tsr_op op, const void *ar
   fused_launch l;
   if (!fused_plan(device->props, op, args, &l, why, sizeof why))
     return tsr_plugin_fail(host, TSR_ERROR_UNSUPPORTED, "%s: %s", tsr_plugin_op_name(op), why);
-  const opencl_fused_row *row = fused_row_find(op, name);
+  const opencl_fused_row *row = opencl_fused_row_find(op, name);
   if (!row)
     return tsr_plugin_fail(host, TSR_ERROR_NOT_FOUND, "%s: no variant named %s",
                            tsr_plugin_op_name(op), name);
   const opencl_kernel *kernel = NULL;
   if (!fused_empty(op, &l)) {
     char options[192];
-    if (fused_is_row_op(op)) {
+    if (opencl_fused_is_row_op(op)) {
       int used = snprintf(options, sizeof options,
                           "-DTSR_DTYPE=%d -DTSR_THREADS=%u -DTSR_ITEMS=%u -DTSR_VEC=%u",
                           (int)l.dtype, row->threads, fused_items(op, &l, row->threads), l.vec);
@@ -662,7 +499,7 @@ static tsr_status fused_run(opencl_queue *queue, tsr_op op, const void *args,
     return TSR_OK;
   const opencl_fused_row *row = config->row;
   uint64_t groups;
-  if (fused_is_row_op(op)) {
+  if (opencl_fused_is_row_op(op)) {
     groups = (uint64_t)l.rows < FUSED_MAX_ROW_GROUPS ? (uint64_t)l.rows : FUSED_MAX_ROW_GROUPS;
   } else {
     uint64_t work = ((uint64_t)l.count + config->width - 1) / config->width;

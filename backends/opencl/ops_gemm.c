@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* GEMM and grouped GEMM (kernels/gemm.cl): the variant table and heuristic,
- * the build options a problem's signature decides (tile, vector widths of
- * each operand, dtypes), the parameters and the launches. Two paths:
+/* GEMM and grouped GEMM (kernels/gemm.cl): the build options a problem's
+ * signature decides (tile, vector widths of each operand, dtypes), the
+ * parameters and the launches; the variant table and heuristic are in
+ * configs.c. Two paths:
  * "tile_*" (local-memory tiles, a register block per work item, any shape)
  * and "gemv_*" (M <= 16: B streamed once, split over K into f32 scratch
  * with a reduction kernel after when the columns alone do not fill the
@@ -14,218 +15,12 @@
 #include "kernels/params_gemm.h"
 #include "opencl_internal.h"
 
-/* ---- the problem (both sections below read it) ---- */
-
-typedef struct gemm_problem {
-  const tsr_plugin_tensor *a, *b, *c, *bias, *d; /* c, bias NULL when absent */
-  int64_t m, n, k, batch; /* grouped: m is T (all rows), batch the group count */
-  bool grouped;
-  const int64_t *group_sizes;
-  float alpha, beta;
-  int32_t activation, dtype;
-  bool out_f32;
-} gemm_problem;
-
-typedef struct gemm_layout {
-  int a_kfast, a_vec, b_nfast, b_vec, epi_vec; /* tile */
-  int gv_nfast, gv_vec, gv_avec, gv_columns;   /* gemv */
-} gemm_layout;
-
-/* ---- variants (moves to configs.c) ---- */
-
-typedef enum opencl_gemm_kind { OPENCL_GEMM_TILE, OPENCL_GEMM_GEMV } opencl_gemm_kind;
-
-typedef struct opencl_gemm_row {
-  const char *name;
-  opencl_gemm_kind kind;
-  /* tile: BM x BN outputs per work-group, k step BK, TM x TN per work item,
-   * two local stages (the next k tile fetched during this one's FMAs) */
-  uint32_t bm, bn, bk, tm, tn;
-  bool double_buffer;
-  /* gemv: work items, and how many of them share a column along k when B
-   * is contiguous along n (k_threads_n) or along k (k_threads_k) */
-  uint32_t threads, k_threads_n, k_threads_k;
-} opencl_gemm_row;
-
-static const opencl_gemm_row gemm_rows[] = {
-    {"tile_32x32x16_4x4", OPENCL_GEMM_TILE, 32, 32, 16, 4, 4, true, 0, 0, 0},
-    {"tile_64x64x16_4x4", OPENCL_GEMM_TILE, 64, 64, 16, 4, 4, true, 0, 0, 0},
-    {"tile_128x64x16_8x8", OPENCL_GEMM_TILE, 128, 64, 16, 8, 8, true, 0, 0, 0},
-    {"tile_128x128x8_8x8", OPENCL_GEMM_TILE, 128, 128, 8, 8, 8, true, 0, 0, 0},
-    {"tile_128x128x16_8x8", OPENCL_GEMM_TILE, 128, 128, 16, 8, 8, true, 0, 0, 0},
-    {"gemv_t64", OPENCL_GEMM_GEMV, 0, 0, 0, 0, 0, false, 64, 1, 16},
-    {"gemv_t256", OPENCL_GEMM_GEMV, 0, 0, 0, 0, 0, false, 256, 8, 32},
-};
-enum { GEMM_ROWS = sizeof gemm_rows / sizeof gemm_rows[0] };
-
-/* GEMV takes problems of at most this many rows (all groups' rows when
- * grouped): every work item keeps a sum per row. */
-enum { GEMM_GEMV_MAX_ROWS = 16 };
-
-/* Per device class: the rows it lists, its GEMV row, and the tile orders
- * of the occupancy heuristic (largest first; the last is taken whatever the
- * count). PoCL runs a work-group as loops over its work items, vectorised
- * across them: 4x4 blocks beat 8x8 there (1024^3 f32 on 2 EPYC cores:
- * 64x64x16 4x4 27-34 GFLOP/s, 32x32x16 4x4 32-39, 128x64x16 8x8 24,
- * 128x128x8 8x8 3; CLBlast's SGEMM 24; k steps of 8 ran 2-5x slower). */
-typedef struct gemm_class_row {
-  const char *const *listed;
-  const char *gemv;
-  const char *const *occupancy;
-  uint32_t groups_per_unit; /* work-groups wanted per compute unit */
-} gemm_class_row;
-
-static const char *const gemm_listed_cpu[] = {"tile_32x32x16_4x4", "tile_64x64x16_4x4", "gemv_t64",
-                                              NULL};
-static const char *const gemm_order_cpu[] = {"tile_64x64x16_4x4", "tile_32x32x16_4x4", NULL};
-static const char *const gemm_listed_gpu[] = {
-    "tile_32x32x16_4x4",   "tile_64x64x16_4x4", "tile_128x64x16_8x8", "tile_128x128x8_8x8",
-    "tile_128x128x16_8x8", "gemv_t64",          "gemv_t256",          NULL};
-/* H200 at 4096^3 f32: 128x128x8 36.2 TFLOP/s, 128x64x16 34.9, 128x128x16
- * 30.7, 64x64x16 27.9 (CLBlast's SGEMM 29.6) */
-static const char *const gemm_order_gpu[] = {"tile_128x128x8_8x8", "tile_128x64x16_8x8",
-                                             "tile_64x64x16_4x4", "tile_32x32x16_4x4", NULL};
-/* embedded GPUs: small local memories, few compute units */
-static const char *const gemm_order_mobile[] = {"tile_64x64x16_4x4", "tile_32x32x16_4x4", NULL};
-
-static const gemm_class_row gemm_classes[OPENCL_CLASS_COUNT] = {
-    [OPENCL_CLASS_GENERIC] = {gemm_listed_gpu, "gemv_t256", gemm_order_gpu, 2},
-    [OPENCL_CLASS_NVIDIA] = {gemm_listed_gpu, "gemv_t256", gemm_order_gpu, 2},
-    [OPENCL_CLASS_AMD] = {gemm_listed_gpu, "gemv_t256", gemm_order_gpu, 2},
-    [OPENCL_CLASS_INTEL] = {gemm_listed_gpu, "gemv_t256", gemm_order_gpu, 2},
-    [OPENCL_CLASS_MALI] = {gemm_listed_gpu, "gemv_t64", gemm_order_mobile, 2},
-    [OPENCL_CLASS_ADRENO] = {gemm_listed_gpu, "gemv_t64", gemm_order_mobile, 2},
-    [OPENCL_CLASS_POCL_CPU] = {gemm_listed_cpu, "gemv_t64", gemm_order_cpu, 4},
-};
-
-static const gemm_class_row *gemm_class_of(const opencl_device_props *props) {
-  opencl_class c =
-      props->device_class < OPENCL_CLASS_COUNT ? props->device_class : OPENCL_CLASS_GENERIC;
-  return &gemm_classes[c];
-}
-
-static const opencl_gemm_row *gemm_row_find(const char *name) {
-  return tsr_plugin_row_find(gemm_rows, GEMM_ROWS, sizeof gemm_rows[0], name);
-}
-
-static bool name_listed(const char *const *names, const char *name) {
-  for (; *names; names++)
-    if (strcmp(*names, name) == 0)
-      return true;
-  return false;
-}
-
-static uint32_t row_threads(const opencl_gemm_row *row) {
-  if (row->kind == OPENCL_GEMM_TILE)
-    return (row->bm / row->tm) * (row->bn / row->tn);
-  return row->threads;
-}
-
-static uint64_t row_local_bytes(const opencl_gemm_row *row) {
-  if (row->kind == OPENCL_GEMM_TILE)
-    return 4ull * row->bk * (row->bm + row->bn) * (row->double_buffer ? 2 : 1);
-  return 4096 * 4;
-}
-
-static uint64_t ceil_div(uint64_t x, uint64_t y) {
-  return (x + y - 1) / y;
-}
-
-/* Work-groups of a tile row: for grouped GEMM, the most that group sizes of
- * this total can need (each group adds at most one partial tile), since the
- * listing sees the signature only. */
-static uint64_t tile_groups_bound(const gemm_problem *g, const opencl_gemm_row *row) {
-  uint64_t tn = ceil_div((uint64_t)g->n, row->bn);
-  if (g->grouped) {
-    uint64_t bound = ((uint64_t)g->m + (uint64_t)g->batch * (row->bm - 1)) / row->bm;
-    uint64_t rows = (uint64_t)g->m; /* every tile has a row */
-    return (bound < rows ? bound : rows) * tn;
-  }
-  return ceil_div((uint64_t)g->m, row->bm) * tn * (uint64_t)g->batch;
-}
-
-/* GEMV geometry: columns per work-group, K splits and the K chunk. The
- * splits are chosen from the signature so the device gets about
- * `groups_per_unit` * 2 work-groups per compute unit, each split keeping at
- * least 32 k steps per work item. */
-typedef struct gemv_geometry {
-  uint32_t k_threads, columns, splits, k_chunk;
-  uint64_t groups;
-} gemv_geometry;
-
-static gemv_geometry gemv_geometry_of(const opencl_device_props *props, const gemm_problem *g,
-                                      const opencl_gemm_row *row, const gemm_layout *l) {
-  gemv_geometry q;
-  q.k_threads = l->gv_nfast ? row->k_threads_n : row->k_threads_k;
-  uint32_t vk = l->gv_nfast ? 1 : (uint32_t)l->gv_vec;
-  q.columns = row->threads / q.k_threads * (uint32_t)l->gv_columns;
-  uint64_t blocks = ceil_div((uint64_t)g->n, q.columns) * (uint64_t)g->batch;
-  q.splits = 1;
-  if (!g->grouped) {
-    uint64_t want = 2ull * gemm_class_of(props)->groups_per_unit *
-                    (props->compute_units ? props->compute_units : 16);
-    uint64_t step = (uint64_t)q.k_threads * vk; /* k elements per work-group step */
-    uint64_t most = (uint64_t)g->k / (32 * step);
-    while (blocks * q.splits < want && q.splits * 2 <= most && q.splits < 64)
-      q.splits *= 2;
-  }
-  /* chunks of whole vectors, so a split never cuts one */
-  q.k_chunk = (uint32_t)(ceil_div(ceil_div((uint64_t)g->k, q.splits), vk) * vk);
-  q.splits = (uint32_t)ceil_div((uint64_t)g->k, q.k_chunk);
-  q.groups = blocks * q.splits;
-  return q;
-}
-
-static bool row_fits(const opencl_device_props *props, const opencl_gemm_row *row) {
-  uint32_t threads = row_threads(row);
-  if (threads > props->max_work_group || threads > props->max_work_item[0])
-    return false;
-  return props->local_is_global || row_local_bytes(row) <= props->local_memory_bytes;
-}
-
-static bool row_runs(const gemm_problem *g, const opencl_gemm_row *row) {
-  /* Work-groups are numbered along one dimension; keep them within what
-   * every runtime takes (2^31 - 1 blocks on NVIDIA's). */
-  if (row->kind == OPENCL_GEMM_GEMV)
-    return g->m <= GEMM_GEMV_MAX_ROWS;
-  return tile_groups_bound(g, row) <= INT32_MAX;
-}
-
-/* The heuristic: GEMV for M <= 16; else the largest tile of the class's
- * order giving groups_per_unit work-groups per compute unit. */
-static const char *gemm_pick(const opencl_device_props *props, const gemm_problem *g, char *reason,
-                             size_t capacity) {
-  const gemm_class_row *cls = gemm_class_of(props);
-  if (g->m <= GEMM_GEMV_MAX_ROWS) {
-    const opencl_gemm_row *row = gemm_row_find(cls->gemv);
-    if (row && row_fits(props, row)) {
-      snprintf(reason, capacity, "%s %lld <= %d: B streamed once", g->grouped ? "T" : "M",
-               (long long)g->m, GEMM_GEMV_MAX_ROWS);
-      return row->name;
-    }
-  }
-  uint64_t units = props->compute_units ? props->compute_units : 16;
-  uint64_t want = cls->groups_per_unit * units;
-  const char *pick = NULL;
-  for (const char *const *o = cls->occupancy; *o; o++) {
-    const opencl_gemm_row *row = gemm_row_find(*o);
-    if (!row || !row_fits(props, row) || !row_runs(g, row))
-      continue;
-    pick = row->name;
-    if (tile_groups_bound(g, row) >= want)
-      break;
-  }
-  snprintf(reason, capacity, "the largest tile giving %llu work-groups (%u per compute unit)",
-           (unsigned long long)want, cls->groups_per_unit);
-  return pick;
-}
-
-/* ---- end of variants ---- */
+#include "configs.h"
 
 /* ---- problems ---- */
 
-static gemm_problem problem_of(tsr_op op, const void *args) {
-  gemm_problem g;
+static opencl_gemm_problem problem_of(tsr_op op, const void *args) {
+  opencl_gemm_problem g;
   memset(&g, 0, sizeof g);
   if (op == TSR_OP_GEMM) {
     const tsr_gemm_args *x = args;
@@ -261,7 +56,7 @@ static gemm_problem problem_of(tsr_op op, const void *args) {
   return g;
 }
 
-static bool gemm_empty(const gemm_problem *g) {
+static bool gemm_empty(const opencl_gemm_problem *g) {
   return g->m <= 0 || g->n <= 0 || g->batch <= 0;
 }
 
@@ -286,9 +81,14 @@ static bool first_aligned(const tsr_plugin_tensor *t, int64_t elements) {
 
 /* ---- layouts: the kernel builds a signature asks for ---- */
 
+typedef struct gemm_layout {
+  int a_kfast, a_vec, b_nfast, b_vec, epi_vec; /* tile */
+  int gv_nfast, gv_vec, gv_avec, gv_columns;   /* gemv */
+} gemm_layout;
+
 /* The widest vector (of `widths`, largest first) for which `ok` holds. */
-static int widest(const int *widths, int count, bool (*ok)(const gemm_problem *, int, int),
-                  const gemm_problem *g, int extra) {
+static int widest(const int *widths, int count, bool (*ok)(const opencl_gemm_problem *, int, int),
+                  const opencl_gemm_problem *g, int extra) {
   for (int i = 0; i < count; i++)
     if (ok(g, widths[i], extra))
       return widths[i];
@@ -297,7 +97,7 @@ static int widest(const int *widths, int count, bool (*ok)(const gemm_problem *,
 
 /* A along k (extra: BK): unit k stride, K, the row and batch strides and the
  * start multiples of v. */
-static bool a_vec_k(const gemm_problem *g, int v, int bk) {
+static bool a_vec_k(const opencl_gemm_problem *g, int v, int bk) {
   const tsr_plugin_tensor *a = g->a;
   int mi = g->grouped ? 0 : 1;
   int64_t sb = g->grouped ? 0 : stride_of(a, 0);
@@ -306,19 +106,19 @@ static bool a_vec_k(const gemm_problem *g, int v, int bk) {
 }
 
 /* A along m (extra: BM): not grouped (a group may start anywhere). */
-static bool a_vec_m(const gemm_problem *g, int v, int bm) {
+static bool a_vec_m(const opencl_gemm_problem *g, int v, int bm) {
   const tsr_plugin_tensor *a = g->a;
   return !g->grouped && bm % v == 0 && stride_of(a, 1) == 1 && g->m % v == 0 &&
          stride_of(a, 2) % v == 0 && stride_of(a, 0) % v == 0 && first_aligned(a, v);
 }
 
-static bool b_vec_n(const gemm_problem *g, int v, int bn) {
+static bool b_vec_n(const opencl_gemm_problem *g, int v, int bn) {
   const tsr_plugin_tensor *b = g->b;
   return bn % v == 0 && stride_of(b, 2) == 1 && g->n % v == 0 && stride_of(b, 1) % v == 0 &&
          stride_of(b, 0) % v == 0 && first_aligned(b, v);
 }
 
-static bool b_vec_k(const gemm_problem *g, int v, int bk) {
+static bool b_vec_k(const opencl_gemm_problem *g, int v, int bk) {
   const tsr_plugin_tensor *b = g->b;
   return bk % v == 0 && stride_of(b, 1) == 1 && g->k % v == 0 && stride_of(b, 2) % v == 0 &&
          stride_of(b, 0) % v == 0 && first_aligned(b, v);
@@ -338,7 +138,7 @@ static bool out_vec4(const tsr_plugin_tensor *t, bool grouped, int64_t n) {
   return true;
 }
 
-static gemm_layout layout_of(const gemm_problem *g, const opencl_gemm_row *row) {
+static gemm_layout layout_of(const opencl_gemm_problem *g, const opencl_gemm_row *row) {
   static const int wide16[] = {8, 4, 2}, wide32[] = {4, 2};
   const int *widths = g->dtype == TSR_DTYPE_F32 ? wide32 : wide16;
   int count = g->dtype == TSR_DTYPE_F32 ? 2 : 3;
@@ -377,7 +177,7 @@ static gemm_layout layout_of(const gemm_problem *g, const opencl_gemm_row *row) 
 
 /* ---- listing ---- */
 
-static bool problem_ok(const opencl_device_props *props, const gemm_problem *g, char *why,
+static bool problem_ok(const opencl_device_props *props, const opencl_gemm_problem *g, char *why,
                        size_t capacity) {
   (void)props;
   if (g->dtype != TSR_DTYPE_F32 && g->dtype != TSR_DTYPE_F16 && g->dtype != TSR_DTYPE_BF16) {
@@ -399,52 +199,52 @@ static bool problem_ok(const opencl_device_props *props, const gemm_problem *g, 
   return true;
 }
 
-static int row_add(tsr_plugin_variant_list *out, const opencl_gemm_row *row) {
-  if (row->kind == OPENCL_GEMM_TILE)
-    return tsr_plugin_variants_add(out, row->name,
-                                   "local-memory tiles %ux%u, k step %u, %ux%u outputs per work "
-                                   "item, %u work items, %s",
-                                   row->bm, row->bn, row->bk, row->tm, row->tn, row_threads(row),
-                                   row->double_buffer ? "two stages" : "one stage");
-  return tsr_plugin_variants_add(out, row->name,
-                                 "M <= %d: B streamed once by %u work items (%u or %u along k), "
-                                 "K split into f32 scratch when columns do not fill the device",
-                                 GEMM_GEMV_MAX_ROWS, row->threads, row->k_threads_n,
-                                 row->k_threads_k);
-}
-
 static tsr_status gemm_list(const opencl_device *device, tsr_op op, const void *args,
                             tsr_plugin_variant_list *out, char *why, size_t why_capacity) {
   const opencl_device_props *props = device->props;
-  gemm_problem g = problem_of(op, args);
+  opencl_gemm_problem g = problem_of(op, args);
   if (!problem_ok(props, &g, why, why_capacity))
     return TSR_ERROR_UNSUPPORTED;
-  const gemm_class_row *cls = gemm_class_of(props);
-  char reason[160];
-  const char *pick = gemm_pick(props, &g, reason, sizeof reason);
-  out->count = 0;
-  out->heuristic = 0;
-  for (int i = 0; i < GEMM_ROWS; i++) {
-    const opencl_gemm_row *row = &gemm_rows[i];
-    if (!name_listed(cls->listed, row->name) || !row_fits(props, row) || !row_runs(&g, row))
-      continue;
-    int index = row_add(out, row);
-    if (index >= 0 && pick && strcmp(row->name, pick) == 0)
-      out->heuristic = index;
-  }
-  if (out->count == 0) {
-    snprintf(why, why_capacity, "no GEMM variant fits %s's limits (%zu work items, %llu B local)",
-             props->name, props->max_work_group, (unsigned long long)props->local_memory_bytes);
-    return TSR_ERROR_UNSUPPORTED;
-  }
-  snprintf(out->reason, sizeof out->reason, "%s: %s", reason, out->variants[out->heuristic].name);
-  return TSR_OK;
+  return opencl_gemm_variants(props, &g, out, why, why_capacity);
 }
 
 /* ---- preparing ---- */
 
-static void build_options(const gemm_problem *g, const opencl_gemm_row *row, const gemm_layout *l,
-                          char *options, size_t capacity) {
+/* GEMV geometry: columns per work-group, K splits and the K chunk. The
+ * splits are chosen from the signature so the device gets about
+ * `groups_per_unit` * 2 work-groups per compute unit, each split keeping at
+ * least 32 k steps per work item. */
+typedef struct gemv_geometry {
+  uint32_t k_threads, columns, splits, k_chunk;
+  uint64_t groups;
+} gemv_geometry;
+
+static gemv_geometry gemv_geometry_of(const opencl_device_props *props,
+                                      const opencl_gemm_problem *g, const opencl_gemm_row *row,
+                                      const gemm_layout *l) {
+  gemv_geometry q;
+  q.k_threads = l->gv_nfast ? row->k_threads_n : row->k_threads_k;
+  uint32_t vk = l->gv_nfast ? 1 : (uint32_t)l->gv_vec;
+  q.columns = row->threads / q.k_threads * (uint32_t)l->gv_columns;
+  uint64_t blocks = opencl_ceil_div((uint64_t)g->n, q.columns) * (uint64_t)g->batch;
+  q.splits = 1;
+  if (!g->grouped) {
+    uint64_t want = 2ull * opencl_gemm_groups_per_unit(props) *
+                    (props->compute_units ? props->compute_units : 16);
+    uint64_t step = (uint64_t)q.k_threads * vk; /* k elements per work-group step */
+    uint64_t most = (uint64_t)g->k / (32 * step);
+    while (blocks * q.splits < want && q.splits * 2 <= most && q.splits < 64)
+      q.splits *= 2;
+  }
+  /* chunks of whole vectors, so a split never cuts one */
+  q.k_chunk = (uint32_t)(opencl_ceil_div(opencl_ceil_div((uint64_t)g->k, q.splits), vk) * vk);
+  q.splits = (uint32_t)opencl_ceil_div((uint64_t)g->k, q.k_chunk);
+  q.groups = blocks * q.splits;
+  return q;
+}
+
+static void build_options(const opencl_gemm_problem *g, const opencl_gemm_row *row,
+                          const gemm_layout *l, char *options, size_t capacity) {
   int n = snprintf(options, capacity, "-DTSR_DTYPE=%d -DTSR_OUT_F32=%d -DTSR_GROUPED=%d ",
                    (int)g->dtype, g->out_f32 ? 1 : 0, g->grouped ? 1 : 0);
   if (n < 0 || (size_t)n >= capacity)
@@ -468,14 +268,14 @@ static tsr_status gemm_prepare(opencl_device *device, tsr_op op, const void *arg
                                const opencl_config **out) {
   const tsr_plugin_host *host = &device->plugin->host;
   const char *op_name = tsr_plugin_op_name(op);
-  gemm_problem g = problem_of(op, args);
-  const opencl_gemm_row *row = gemm_row_find(name);
+  opencl_gemm_problem g = problem_of(op, args);
+  const opencl_gemm_row *row = opencl_gemm_row_find(name);
   if (!row)
     return tsr_plugin_fail(host, TSR_ERROR_NOT_FOUND, "%s: no variant named %s", op_name, name);
   char why[TSR_PLUGIN_MESSAGE_CAPACITY];
   if (!problem_ok(device->props, &g, why, sizeof why))
     return tsr_plugin_fail(host, TSR_ERROR_UNSUPPORTED, "%s: %s", op_name, why);
-  if (!row_fits(device->props, row) || !row_runs(&g, row))
+  if (!opencl_gemm_row_takes(device->props, &g, row))
     return tsr_plugin_fail(host, TSR_ERROR_NOT_FOUND, "%s: variant %s cannot run this problem%s",
                            op_name, name,
                            row->kind == OPENCL_GEMM_GEMV ? " (GEMV takes M <= 16)" : "");
@@ -489,10 +289,10 @@ static tsr_status gemm_prepare(opencl_device *device, tsr_op op, const void *arg
                                           tile ? "tsr_gemm_tile" : "tsr_gemm_gemv", &kernel);
     if (status != TSR_OK)
       return status;
-    if (kernel->max_work_group < row_threads(row))
+    if (kernel->max_work_group < opencl_gemm_row_threads(row))
       return tsr_plugin_fail(host, TSR_ERROR_UNSUPPORTED,
                              "%s: variant %s needs %u work items but its kernel takes %zu on %s",
-                             op_name, name, row_threads(row), kernel->max_work_group,
+                             op_name, name, opencl_gemm_row_threads(row), kernel->max_work_group,
                              device->props->name);
     if (!tile && gemv_geometry_of(device->props, &g, row, &l).splits > 1) {
       status = opencl_kernel_get(device, "gemm", options, "tsr_gemm_splitk_reduce", &kernel2);
@@ -505,7 +305,7 @@ static tsr_status gemm_prepare(opencl_device *device, tsr_op op, const void *arg
 
 /* ---- running ---- */
 
-static void params_of(const gemm_problem *g, tsr_cl_gemm_params *p) {
+static void params_of(const opencl_gemm_problem *g, tsr_cl_gemm_params *p) {
   memset(p, 0, sizeof *p);
   const tsr_plugin_tensor *a = g->a, *b = g->b, *c = g->c, *bias = g->bias, *d = g->d;
   p->a_first = opencl_tensor_first(a);
@@ -559,7 +359,7 @@ static void params_of(const gemm_problem *g, tsr_cl_gemm_params *p) {
 /* The group table (opencl_queue_upload): prefix sums of M tiles of `bm`
  * rows, then of rows; with `rows_only` the row sums alone (GEMV). The total
  * of M tiles goes to *tiles. */
-static tsr_status group_table(opencl_queue *queue, const gemm_problem *g, uint32_t bm,
+static tsr_status group_table(opencl_queue *queue, const opencl_gemm_problem *g, uint32_t bm,
                               bool rows_only, cl_mem *out, uint64_t *tiles) {
   uint64_t count = (uint64_t)g->batch;
   uint64_t words = rows_only ? count + 1 : 2 * count + 2;
@@ -575,7 +375,7 @@ static tsr_status group_table(opencl_queue *queue, const gemm_problem *g, uint32
   for (uint64_t i = 0; i < count; i++) {
     row_sums[i + 1] = row_sums[i] + (uint32_t)g->group_sizes[i];
     if (!rows_only) {
-      tile_sum += ceil_div((uint64_t)g->group_sizes[i], bm);
+      tile_sum += opencl_ceil_div((uint64_t)g->group_sizes[i], bm);
       table[i + 1] = (uint32_t)tile_sum;
     }
   }
@@ -587,7 +387,7 @@ static tsr_status group_table(opencl_queue *queue, const gemm_problem *g, uint32
 
 static tsr_status gemm_run(opencl_queue *queue, tsr_op op, const void *args,
                            const opencl_config *config) {
-  gemm_problem g = problem_of(op, args);
+  opencl_gemm_problem g = problem_of(op, args);
   if (gemm_empty(&g) || !config->kernel)
     return TSR_OK;
   const opencl_gemm_row *row = config->row;
@@ -597,18 +397,18 @@ static tsr_status gemm_run(opencl_queue *queue, tsr_op op, const void *args,
   cl_mem a = opencl_tensor_mem(g.a), b = opencl_tensor_mem(g.b), d = opencl_tensor_mem(g.d);
   cl_mem c = g.c ? opencl_tensor_mem(g.c) : d, bias = g.bias ? opencl_tensor_mem(g.bias) : d;
   cl_mem aux = d, table = NULL;
-  size_t global[3] = {0, 1, 1}, local[3] = {row_threads(row), 1, 1};
+  size_t global[3] = {0, 1, 1}, local[3] = {opencl_gemm_row_threads(row), 1, 1};
   tsr_status status = TSR_OK;
 
   if (row->kind == OPENCL_GEMM_TILE) {
-    uint64_t tiles_n = ceil_div((uint64_t)g.n, row->bn), tiles_m;
+    uint64_t tiles_n = opencl_ceil_div((uint64_t)g.n, row->bn), tiles_m;
     if (g.grouped) {
       status = group_table(queue, &g, row->bm, false, &table, &tiles_m);
       if (status != TSR_OK)
         return status;
       aux = table;
     } else {
-      tiles_m = ceil_div((uint64_t)g.m, row->bm);
+      tiles_m = opencl_ceil_div((uint64_t)g.m, row->bm);
     }
     p.tiles_m = (tsr_cl_i32)tiles_m;
     p.tiles_n = (tsr_cl_i32)tiles_n;
@@ -649,7 +449,7 @@ static tsr_status gemm_run(opencl_queue *queue, tsr_op op, const void *args,
   size_t reduce_local =
       config->kernel2->max_work_group < 256 ? config->kernel2->max_work_group : 256;
   size_t reduce_global[3] = {0, 1, 1}, reduce_locals[3] = {reduce_local, 1, 1};
-  reduce_global[0] = (size_t)ceil_div((uint64_t)p.split_stride, reduce_local) * reduce_local;
+  reduce_global[0] = (size_t)opencl_ceil_div((uint64_t)p.split_stride, reduce_local) * reduce_local;
   opencl_arg list2[5] = {OPENCL_ARG(aux), OPENCL_ARG(c), OPENCL_ARG(bias), OPENCL_ARG(d),
                          OPENCL_ARG(p)};
   return opencl_launch(queue, config->kernel2, list2, 5, 1, reduce_global, reduce_locals);
