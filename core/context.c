@@ -58,6 +58,7 @@ static tsr_status enumerate_devices(tsr_context *context) {
       device->plugin_index = i;
       pthread_mutex_init(&device->lock, NULL);
       device->info.struct_size = sizeof device->info;
+      device->info.native_ordinal = -1; /* a plugin that does not know the field */
       tsr_status st = slot->table->device_info(slot->state, i, &device->info);
       if (st != TSR_OK) {
         char detail[512] = "";
@@ -328,8 +329,9 @@ tsr_status tsr_device_get_info(tsr_device *device, tsr_device_info *info) {
   tsr__clear_error();
   if (!device || !info)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL", !device ? "device" : "info");
+  /* native_ordinal was appended: a caller's struct without it still works. */
   return copy_sized(info, info->struct_size, &device->info, sizeof(tsr_device_info),
-                    sizeof(tsr_device_info), call, "info");
+                    offsetof(tsr_device_info, native_ordinal), call, "info");
 }
 
 tsr_status tsr__device_handle(tsr_device *device, const char *call, void **handle) {

@@ -123,7 +123,23 @@ struct tsr_buffer {
    * 8 for plugin allocations, that of the caller's pointer for wrapped
    * memory. Part of an op's signature (op_cache.c). */
   uint8_t address_align_log2;
+  /* References, atomic: 1 for the application's handle until
+   * tsr_buffer_destroy, 1 per DLPack export not yet deleted. The memory is
+   * freed when the last goes (tsr__buffer_unref). */
+  uint32_t refs;
+  /* Called once after the memory is released (a DLPack import's deleter);
+   * NULL when none. */
+  void (*on_free)(void *arg);
+  void *on_free_arg;
 };
+
+/* The part of a DLPack export record the context knows (dlpack.c): linked
+ * into context->exports while its deleter has not run, so that destroying
+ * the context can cut it off from the buffer it frees (buffer = NULL). */
+typedef struct tsr__export_link {
+  tsr_object_link link;
+  struct tsr_buffer *buffer;
+} tsr__export_link;
 
 struct tsr_queue {
   tsr_object_link link;
@@ -156,6 +172,7 @@ struct tsr_context {
   pthread_cond_t drained; /* a queue's drainers reached 0 */
   tsr_object_link buffers, queues, events;
   tsr_object_link dead_buffers; /* destroyed records, oldest first */
+  tsr_object_link exports;      /* tsr__export_link of live DLPack exports */
   size_t dead_buffer_count;
   uint64_t queue_slots; /* bits of the slots in use */
   /* TESSERA_CONFIG, read when the context was created (choose.c). */
@@ -230,6 +247,20 @@ void tsr__objects_release(struct tsr_context *context);
 const char *tsr__plugin_missing_entry(const tsr_plugin_v2 *t, bool has_init, bool has_op_run);
 /* An ABI 1 table in ABI 2 form; init and op_run stay with the v1 table. */
 void tsr__plugin_entries_from_v1(const tsr_plugin_v1 *v1, tsr_plugin_v2 *out);
+
+/* Buffers (memory.c). tsr__buffer_wrap is tsr_buffer_wrap_* for any kind,
+ * failing as `call`. */
+tsr_status tsr__buffer_wrap(tsr_device *device, tsr_external_kind kind, void *handle, size_t bytes,
+                            struct tsr_buffer **out, const char *call);
+/* Takes a reference on a live buffer; false (nothing taken) when it was
+ * destroyed. */
+bool tsr__buffer_ref(struct tsr_buffer *buffer);
+/* Drops a reference; the last one frees the memory (after the queues that
+ * used it) and calls on_free. */
+void tsr__buffer_unref(struct tsr_buffer *buffer);
+/* Links and unlinks an export record (context->lock). */
+void tsr__export_add(struct tsr_context *context, tsr__export_link *record);
+void tsr__export_remove(struct tsr_context *context, tsr__export_link *record);
 
 /* Reads manifests, loads plugins into context->plugins (loader.c). */
 tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_options *options);

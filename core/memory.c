@@ -46,6 +46,15 @@ void tsr__objects_init(tsr_context *context) {
   link_init(&context->queues);
   link_init(&context->events);
   link_init(&context->dead_buffers);
+  link_init(&context->exports);
+}
+
+void tsr__export_add(tsr_context *context, tsr__export_link *record) {
+  link_add(context, &context->exports, &record->link);
+}
+
+void tsr__export_remove(tsr_context *context, tsr__export_link *record) {
+  link_remove(context, &record->link);
 }
 
 void tsr__objects_release(tsr_context *context) {
@@ -107,14 +116,15 @@ tsr_status tsr_buffer_create(tsr_device *device, size_t bytes, tsr_buffer **out)
   buffer->device = device;
   buffer->size = bytes;
   buffer->address_align_log2 = 8; /* plugin allocations: docs/PLUGINS.md */
+  buffer->refs = 1;
   __atomic_store_n(&buffer->state, TSR__BUFFER_LIVE, __ATOMIC_RELEASE);
   link_add(device->context, &device->context->buffers, &buffer->link);
   *out = buffer;
   return TSR_OK;
 }
 
-static tsr_status buffer_wrap(tsr_device *device, tsr_external_kind kind, void *handle,
-                              size_t bytes, tsr_buffer **out, const char *call) {
+tsr_status tsr__buffer_wrap(tsr_device *device, tsr_external_kind kind, void *handle, size_t bytes,
+                            tsr_buffer **out, const char *call) {
   tsr__clear_error();
   if (!device || !out || !handle)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL",
@@ -144,6 +154,10 @@ static tsr_status buffer_wrap(tsr_device *device, tsr_external_kind kind, void *
   }
   buffer->device = device;
   buffer->size = bytes;
+  /* The caller's pointer decides the alignment ops may count on. */
+  unsigned align = (unsigned)__builtin_ctzll((uint64_t)(uintptr_t)handle | 256u);
+  buffer->address_align_log2 = (uint8_t)align;
+  buffer->refs = 1;
   __atomic_store_n(&buffer->state, TSR__BUFFER_LIVE, __ATOMIC_RELEASE);
   link_add(device->context, &device->context->buffers, &buffer->link);
   *out = buffer;
@@ -151,20 +165,20 @@ static tsr_status buffer_wrap(tsr_device *device, tsr_external_kind kind, void *
 }
 
 tsr_status tsr_buffer_wrap_host(tsr_device *device, void *pointer, size_t bytes, tsr_buffer **out) {
-  return buffer_wrap(device, TSR_EXTERNAL_HOST_POINTER, pointer, bytes, out,
-                     "tsr_buffer_wrap_host");
+  return tsr__buffer_wrap(device, TSR_EXTERNAL_HOST_POINTER, pointer, bytes, out,
+                          "tsr_buffer_wrap_host");
 }
 
 tsr_status tsr_buffer_wrap_cuda(tsr_device *device, uint64_t device_pointer, size_t bytes,
                                 tsr_buffer **out) {
-  return buffer_wrap(device, TSR_EXTERNAL_CUDA_DEVICE_POINTER, (void *)(uintptr_t)device_pointer,
-                     bytes, out, "tsr_buffer_wrap_cuda");
+  return tsr__buffer_wrap(device, TSR_EXTERNAL_CUDA_DEVICE_POINTER,
+                          (void *)(uintptr_t)device_pointer, bytes, out, "tsr_buffer_wrap_cuda");
 }
 
 tsr_status tsr_buffer_wrap_hip(tsr_device *device, uint64_t device_pointer, size_t bytes,
                                tsr_buffer **out) {
-  return buffer_wrap(device, TSR_EXTERNAL_HIP_DEVICE_POINTER, (void *)(uintptr_t)device_pointer,
-                     bytes, out, "tsr_buffer_wrap_hip");
+  return tsr__buffer_wrap(device, TSR_EXTERNAL_HIP_DEVICE_POINTER,
+                          (void *)(uintptr_t)device_pointer, bytes, out, "tsr_buffer_wrap_hip");
 }
 
 /* Queues an event on `queue` and waits for it: the queue's earlier work is
@@ -237,11 +251,35 @@ void tsr_buffer_destroy(tsr_buffer *buffer) {
              (void *)buffer);
     return;
   }
+  /* The handle is dead from here on; a DLPack export may keep the memory. */
+  tsr__buffer_unref(buffer);
+}
+
+bool tsr__buffer_ref(tsr_buffer *buffer) {
+  uint32_t refs = __atomic_load_n(&buffer->refs, __ATOMIC_ACQUIRE);
+  do {
+    if (refs == 0)
+      return false;
+  } while (!__atomic_compare_exchange_n(&buffer->refs, &refs, refs + 1, true, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE));
+  if (tsr__buffer_live(buffer))
+    return true;
+  tsr__buffer_unref(buffer);
+  return false;
+}
+
+/* The last reference went: free the memory once its queues are done with it. */
+void tsr__buffer_unref(tsr_buffer *buffer) {
+  if (__atomic_sub_fetch(&buffer->refs, 1, __ATOMIC_ACQ_REL) != 0)
+    return;
   tsr_context *context = buffer->device->context;
   link_remove(context, &buffer->link);
   drain_queues_of(buffer);
   table_of(buffer->device)->buffer_free(buffer->device->handle, buffer->handle);
   buffer->handle = NULL;
+  if (buffer->on_free)
+    buffer->on_free(buffer->on_free_arg);
+  buffer->on_free = NULL;
   /* Keep the record readable (state DEAD); free the oldest beyond the limit. */
   tsr_object_link *oldest = NULL;
   pthread_mutex_lock(&context->lock);
@@ -305,11 +343,18 @@ tsr_status tsr_buffer_map(tsr_buffer *buffer, void **host_pointer) {
 
 /* ---- queues ---- */
 
-tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out) {
-  static const char call[] = "tsr_queue_create";
+/* A new queue: the plugin's own (kind 0) or one over the caller's stream. */
+static tsr_status queue_new(tsr_device *device, int32_t kind, uint64_t stream, tsr_queue **out,
+                            const char *call) {
   tsr__clear_error();
   if (!device || !out)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL", !device ? "device" : "out");
+  const tsr_plugin_v2 *t = table_of(device);
+  const char *vendor = kind == TSR_EXTERNAL_CUDA_STREAM ? "CUDA" : "HIP";
+  if (kind && !t->queue_wrap)
+    return tsr__fail(TSR_ERROR_UNSUPPORTED, call,
+                     "%s is not a %s device: the %s plugin cannot wrap native streams",
+                     device->info.selector, vendor, device->info.backend);
   void *handle;
   tsr_status st = tsr__device_handle(device, call, &handle);
   if (st != TSR_OK)
@@ -317,10 +362,17 @@ tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out) {
   tsr_queue *queue = calloc(1, sizeof *queue);
   if (!queue)
     return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of host memory");
-  st = table_of(device)->queue_create(handle, &queue->handle);
+  st = kind ? t->queue_wrap(handle, kind, stream, &queue->handle)
+            : t->queue_create(handle, &queue->handle);
   if (st != TSR_OK) {
     free(queue);
-    return tsr__fail_plugin(st, call, "the plugin could not create a queue");
+    char fallback[160];
+    if (kind)
+      snprintf(fallback, sizeof fallback, "%s cannot use %s stream 0x%llx", device->info.selector,
+               vendor, (unsigned long long)stream);
+    else
+      snprintf(fallback, sizeof fallback, "the plugin could not create a queue");
+    return tsr__fail_plugin(st, call, fallback);
   }
   queue->device = device;
   pthread_mutex_init(&queue->lock, NULL);
@@ -333,6 +385,18 @@ tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out) {
   link_add(context, &context->queues, &queue->link);
   *out = queue;
   return TSR_OK;
+}
+
+tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out) {
+  return queue_new(device, 0, 0, out, "tsr_queue_create");
+}
+
+tsr_status tsr_queue_wrap_cuda_stream(tsr_device *device, uint64_t stream, tsr_queue **out) {
+  return queue_new(device, TSR_EXTERNAL_CUDA_STREAM, stream, out, "tsr_queue_wrap_cuda_stream");
+}
+
+tsr_status tsr_queue_wrap_hip_stream(tsr_device *device, uint64_t stream, tsr_queue **out) {
+  return queue_new(device, TSR_EXTERNAL_HIP_STREAM, stream, out, "tsr_queue_wrap_hip_stream");
 }
 
 static void queue_free(tsr_queue *queue) {
@@ -567,6 +631,13 @@ void tsr_event_destroy(tsr_event *event) {
 }
 
 void tsr__destroy_objects(tsr_context *context) {
+  /* DLPack exports still alive lose their buffer, which is freed below:
+   * their deleters then free only themselves. */
+  while (context->exports.next != &context->exports) {
+    tsr__export_link *record = (tsr__export_link *)context->exports.next;
+    link_remove(context, &record->link);
+    record->buffer = NULL;
+  }
   while (context->events.next != &context->events)
     tsr_event_destroy((tsr_event *)context->events.next);
   /* Queues finish their work before buffers go. */
@@ -580,6 +651,8 @@ void tsr__destroy_objects(tsr_context *context) {
     link_remove(context, &b->link);
     __atomic_store_n(&b->state, TSR__BUFFER_DEAD, __ATOMIC_RELEASE);
     table_of(b->device)->buffer_free(b->device->handle, b->handle);
+    if (b->on_free)
+      b->on_free(b->on_free_arg);
     free(b);
   }
 }

@@ -13,26 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <tessera/tessera.h>
-
-/* bf16 is the top half of an f32; rounding to nearest even. The application
- * keeps its own copy: tessera.h is all it includes. */
-static uint16_t float_to_bf16(float value) {
-  uint32_t bits;
-  memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((bits >> 16) | 0x40u);
-  return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-static float bf16_to_float(uint16_t value) {
-  uint32_t bits = (uint32_t)value << 16;
-  float result;
-  memcpy(&result, &bits, sizeof result);
-  return result;
-}
 
 /* Uniform in [-1, 1), from a fixed seed so runs are comparable. */
 static float next_random(uint64_t *state) {
@@ -85,11 +67,11 @@ int main(int argc, char **argv) {
   }
   uint64_t seed = 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; i < a_count; i++)
-    a[i] = float_to_bf16(next_random(&seed));
+    a[i] = tsr_f32_to_bf16(next_random(&seed));
   for (size_t i = 0; i < b_count; i++)
-    b[i] = float_to_bf16(next_random(&seed));
+    b[i] = tsr_f32_to_bf16(next_random(&seed));
   for (int64_t j = 0; j < n; j++)
-    bias[j] = float_to_bf16(next_random(&seed));
+    bias[j] = tsr_f32_to_bf16(next_random(&seed));
 
   tsr_context *context = NULL;
   tsr_device *device = NULL;
@@ -159,9 +141,9 @@ int main(int argc, char **argv) {
     for (int64_t j = 0; j < n; j++) {
       float sum = 0.0f;
       for (int64_t p = 0; p < k; p++)
-        sum += bf16_to_float(a[i * k + p]) * bf16_to_float(b[p * n + j]);
-      float reference = gelu_tanh(sum + bf16_to_float(bias[j]));
-      float got = bf16_to_float(d[i * n + j]);
+        sum += tsr_bf16_to_f32(a[i * k + p]) * tsr_bf16_to_f32(b[p * n + j]);
+      float reference = gelu_tanh(sum + tsr_bf16_to_f32(bias[j]));
+      float got = tsr_bf16_to_f32(d[i * n + j]);
       double error = fabs((double)got - reference) / fmax(1.0, fabs(reference));
       if (!(error <= max_error)) /* also catches NaN */
         max_error = isnan(error) ? INFINITY : error;

@@ -351,79 +351,44 @@ typedef struct tsr_plugin_v2 {
    * signature. The steady-state path: no environment reads, no string
    * formatting, no variant lists. */
   tsr_status (*op_run)(void *queue, tsr_op op, const void *args, const void *config);
+
+  /* ---- Appended to ABI 2 (interop). The core reads an entry below only
+   * when the table's struct_size covers it, so a plugin built before they
+   * existed keeps loading (with both treated as NULL). ---- */
+
+  /* The native address of byte 0 of a buffer (one from buffer_alloc or
+   * buffer_wrap) and its kind: TSR_EXTERNAL_HOST_POINTER for memory the host
+   * can address, TSR_EXTERNAL_CUDA_DEVICE_POINTER (a CUdeviceptr of the
+   * device's primary context), TSR_EXTERNAL_HIP_DEVICE_POINTER. Used to hand
+   * tensors to other libraries (DLPack); the address must stay valid until
+   * buffer_free. NULL, or TSR_ERROR_UNSUPPORTED, when the memory has no such
+   * address (Vulkan, OpenCL): the core then falls back to
+   * buffer_host_pointer. */
+  tsr_status (*buffer_export)(void *buffer, int32_t *kind, uint64_t *address);
+  /* A queue over the caller's native stream: `kind` is
+   * TSR_EXTERNAL_CUDA_STREAM or TSR_EXTERNAL_HIP_STREAM, `stream` the
+   * CUstream / hipStream_t cast through uintptr_t (0: the default stream).
+   * Every queue entry works on it: ops and copies are queued on that stream
+   * in the order the core calls them, with no synchronisation added, and
+   * queue_finish synchronises the stream. queue_destroy on such a queue
+   * releases only the wrapper, never the stream. NULL, or
+   * TSR_ERROR_UNSUPPORTED (with a sentence) for a kind the device cannot
+   * use. */
+  tsr_status (*queue_wrap)(void *device, int32_t kind, uint64_t stream, void **queue);
 } tsr_plugin_v2;
+
+/* The struct_size of the first ABI 2 table: the smallest the core accepts.
+ * Entries after it were appended and are read only when struct_size covers
+ * them. */
+#define TSR_PLUGIN_V2_MIN_SIZE offsetof(tsr_plugin_v2, buffer_export)
 
 /* ------------------------------------------------------------------------ */
 /* Helpers for plugin authors (header-only: plugins do not link libtessera)   */
 /* ------------------------------------------------------------------------ */
 
-static inline float tsr_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else { /* subnormal: normalise */
-      int e = -1;
-      do {
-        e++;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-/* Round to nearest even, overflow to inf, NaN stays NaN. */
-static inline uint16_t tsr_f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) /* inf or NaN */
-    return (uint16_t)(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  if (abs >= 0x477ff000u) /* rounds to >= 65520: inf */
-    return (uint16_t)(sign | 0x7c00u);
-  if (abs < 0x38800000u) { /* below the smallest normal: subnormal or zero */
-    if (abs < 0x33000000u) /* below half the smallest subnormal */
-      return (uint16_t)sign;
-    uint32_t e = abs >> 23;
-    uint32_t m = (abs & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - e; /* 14..24 */
-    uint32_t half = m >> shift;
-    uint32_t rem = m & ((1u << shift) - 1u);
-    uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1u)))
-      half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t r = abs + 0xfffu + ((abs >> 13) & 1u); /* round to nearest even */
-  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-
-static inline float tsr_bf16_to_f32(uint16_t b) {
-  uint32_t bits = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-static inline uint16_t tsr_f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
+/* f16/bf16 conversions: tsr_f16_to_f32, tsr_f32_to_f16, tsr_bf16_to_f32 and
+ * tsr_f32_to_bf16 are static inline in tessera.h (included above), shared
+ * with applications. */
 
 /* Room for the args of any op, for plugins (and tools) that keep a copy. */
 typedef union tsr_plugin_any_args {

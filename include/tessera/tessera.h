@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h> /* memcpy in the inline conversions */
 
 #ifdef __cplusplus
 extern "C" {
@@ -99,6 +100,78 @@ TSR_API size_t tsr_dtype_size(tsr_dtype dtype);
 TSR_API const char *tsr_dtype_name(tsr_dtype dtype);
 /* Parses a dtype name; TSR_DTYPE_INVALID when unknown. */
 TSR_API tsr_dtype tsr_dtype_from_name(const char *name);
+
+/* f16 and bf16 conversions. They are static inline, not exported: plugins
+ * never link libtessera (docs/PLUGINS.md, R6) and get these same definitions
+ * through plugin.h, and a per-element conversion should inline. To f32 is
+ * exact; to f16/bf16 rounds to nearest even, overflows to infinity and keeps
+ * NaN a (quiet) NaN. */
+static inline float tsr_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { /* subnormal: normalise */
+      int e = -1;
+      do {
+        e++;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static inline uint16_t tsr_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) /* inf or NaN */
+    return (uint16_t)(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  if (abs >= 0x477ff000u) /* rounds to >= 65520: inf */
+    return (uint16_t)(sign | 0x7c00u);
+  if (abs < 0x38800000u) { /* below the smallest normal: subnormal or zero */
+    if (abs < 0x33000000u) /* below half the smallest subnormal */
+      return (uint16_t)sign;
+    uint32_t e = abs >> 23;
+    uint32_t m = (abs & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e; /* 14..24 */
+    uint32_t half = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1u);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u)))
+      half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t r = abs + 0xfffu + ((abs >> 13) & 1u); /* round to nearest even */
+  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+static inline float tsr_bf16_to_f32(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static inline uint16_t tsr_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Context                                                                   */
@@ -226,6 +299,12 @@ typedef struct tsr_device_info {
    * features and the one in use, cache sizes, threads, compute capability):
    * what `tessera info` prints under "details". */
   char details[1024];
+  /* The vendor runtime's number for this device: the CUDA or HIP device
+   * ordinal (as CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES leave them), which
+   * can differ from backend_index when the plugin skipped a GPU. -1 when the
+   * backend has none or the plugin does not say (appended field: a caller's
+   * older, shorter struct is still accepted). */
+  int32_t native_ordinal;
 } tsr_device_info;
 
 /* Number of devices of all loaded plugins. */
@@ -249,7 +328,9 @@ TSR_API tsr_status tsr_buffer_create(tsr_device *device, size_t bytes, tsr_buffe
 /* Frees a buffer after the work already queued on it has finished: it waits
  * for the queues that were given work on this buffer, and only those (a
  * buffer that no queue used is freed at once). NULL ok; a second destroy of
- * the same buffer is ignored with a warning. */
+ * the same buffer is ignored with a warning. While a DLPack export of it
+ * (tessera_dlpack.h) lives, the handle is dead at once but the memory stays
+ * until the export's deleter runs. */
 TSR_API void tsr_buffer_destroy(tsr_buffer *buffer);
 TSR_API tsr_status tsr_buffer_size(const tsr_buffer *buffer, size_t *bytes);
 TSR_API tsr_status tsr_buffer_device(const tsr_buffer *buffer, tsr_device **device);
@@ -261,14 +342,16 @@ typedef enum tsr_external_kind {
   TSR_EXTERNAL_HOST_POINTER = 1,        /* host memory (devices that are host visible) */
   TSR_EXTERNAL_CUDA_DEVICE_POINTER = 2, /* a CUdeviceptr of the device's CUDA context */
   TSR_EXTERNAL_HIP_DEVICE_POINTER = 3,  /* a HIP device pointer (hipMalloc) of the device */
-  TSR_EXTERNAL_COUNT_ = 4
+  TSR_EXTERNAL_CUDA_STREAM = 4,         /* a CUstream / cudaStream_t (queues, not buffers) */
+  TSR_EXTERNAL_HIP_STREAM = 5,          /* a hipStream_t (queues, not buffers) */
+  TSR_EXTERNAL_COUNT_ = 6
 } tsr_external_kind;
 
 /* Wraps memory the application owns as a tessera buffer, without copying:
  * tensors on it are used in place. tsr_buffer_destroy releases the wrapper and
  * never frees the memory, which must stay valid (and not be freed or moved)
  * until then. TSR_ERROR_UNSUPPORTED when the device cannot use that kind of
- * memory. Planned: DLPack tensors. */
+ * memory. DLPack tensors: tessera/tessera_dlpack.h. */
 TSR_API tsr_status tsr_buffer_wrap_host(tsr_device *device, void *pointer, size_t bytes,
                                         tsr_buffer **out);
 /* `device_pointer` is a CUdeviceptr (e.g. torch.Tensor.data_ptr()) valid in
@@ -284,6 +367,18 @@ TSR_API tsr_status tsr_buffer_wrap_hip(tsr_device *device, uint64_t device_point
 TSR_API tsr_status tsr_queue_create(tsr_device *device, tsr_queue **out);
 /* Waits for the queue's work, then destroys it. NULL ok. */
 TSR_API void tsr_queue_destroy(tsr_queue *queue);
+/* A queue over the caller's CUDA stream (a CUstream or cudaStream_t of the
+ * device's primary context, cast to uint64_t; 0 is the default stream), on a
+ * "cuda" device. Ops, copies and events are queued on that stream in call
+ * order, with no synchronisation of their own: the caller orders the stream
+ * against its other work as it would for its own kernels. Every queue call
+ * works on it (tsr_queue_finish synchronises the stream). tsr_queue_destroy
+ * releases the wrapper only; the stream stays the caller's, and must outlive
+ * the queue. TSR_ERROR_UNSUPPORTED when the device's plugin cannot wrap
+ * streams or the device is not a CUDA device. */
+TSR_API tsr_status tsr_queue_wrap_cuda_stream(tsr_device *device, uint64_t stream, tsr_queue **out);
+/* The same for a hipStream_t on a "hip" device. */
+TSR_API tsr_status tsr_queue_wrap_hip_stream(tsr_device *device, uint64_t stream, tsr_queue **out);
 /* Blocks until all work submitted to the queue has finished. Returns the first
  * error a queued op hit since the last finish, if any. */
 TSR_API tsr_status tsr_queue_finish(tsr_queue *queue);
@@ -335,6 +430,38 @@ TSR_API tsr_tensor tsr_tensor_make(tsr_buffer *buffer, size_t offset, tsr_dtype 
 TSR_API tsr_tensor tsr_tensor_transpose(tsr_tensor tensor, int32_t d0, int32_t d1);
 /* Number of elements (product of the shape); 0 for rank 0 or a bad shape. */
 TSR_API int64_t tsr_tensor_numel(const tsr_tensor *tensor);
+
+/* View helpers. tsr_tensor_make and tsr_tensor_transpose above return a view
+ * and check nothing (the op that uses it does). The helpers below check their
+ * arguments and return a tsr_status, so a slice or permutation that makes no
+ * sense fails where it is written, with the values in tsr_last_error(); on
+ * failure *out is unchanged. `out` may point at the input tensor. None of
+ * them copies data. */
+
+/* Elements start, start + step, ... below stop of dimension `dim`:
+ * 0 <= start <= stop <= shape[dim], step >= 1 (no negative indices, no
+ * clamping). The extent becomes ceil((stop - start) / step), possibly 0.
+ * Looks only at the view, not at its buffer. */
+TSR_API tsr_status tsr_tensor_slice(const tsr_tensor *tensor, int32_t dim, int64_t start,
+                                    int64_t stop, int64_t step, tsr_tensor *out);
+/* Dimension i of the result is dimension order[i] of the tensor; `order`
+ * holds a permutation of 0..rank-1 (rank entries). */
+TSR_API tsr_status tsr_tensor_permute(const tsr_tensor *tensor, const int32_t *order,
+                                      tsr_tensor *out);
+/* A view with explicit strides (in elements, >= 0; NULL: dense row-major),
+ * checked against the live buffer: every element must lie inside it. */
+TSR_API tsr_status tsr_tensor_strided(tsr_buffer *buffer, size_t offset, tsr_dtype dtype,
+                                      int32_t rank, const int64_t *shape, const int64_t *strides,
+                                      tsr_tensor *out);
+/* Allocates a new buffer on `device` holding a dense row-major tensor of
+ * `rank` extents (>= 0) and returns the view of it, at offset 0. A tensor with
+ * no element still gets a buffer (of one element). The caller destroys
+ * out->buffer with tsr_buffer_destroy. Contents are undefined. */
+TSR_API tsr_status tsr_tensor_alloc(tsr_device *device, tsr_dtype dtype, int32_t rank,
+                                    const int64_t *shape, tsr_tensor *out);
+/* tsr_tensor_alloc with like's dtype and shape (dense, whatever like's
+ * strides; like's buffer is not looked at and may be NULL). */
+TSR_API tsr_status tsr_tensor_like(tsr_device *device, const tsr_tensor *like, tsr_tensor *out);
 
 /* ------------------------------------------------------------------------ */
 /* Ops                                                                       */
