@@ -4,6 +4,7 @@
 #ifndef TESSERA_CPU_INTERNAL_H
 #define TESSERA_CPU_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,8 +13,12 @@
 /* ---- memory ---- */
 
 typedef struct cpu_buffer {
-  void *data; /* 64-byte aligned */
+  /* 64-byte aligned when allocated here; the caller's pointer, of any
+   * alignment, when wrapped (ops then check that each tensor's address is a
+   * multiple of its element size: ops.c) */
+  void *data;
   uint64_t bytes;
+  bool wrapped; /* the application's memory: never freed here */
 } cpu_buffer;
 
 /* Address of a tensor's first element. */

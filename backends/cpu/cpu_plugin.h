@@ -101,6 +101,8 @@ void cpu_device_close(void *handle);
 tsr_status cpu_buffer_alloc(void *handle, uint64_t bytes, void **out);
 void cpu_buffer_free(void *handle, void *buffer_handle);
 void *cpu_buffer_host_pointer(void *handle, void *buffer_handle);
+tsr_status cpu_buffer_wrap(void *handle, int32_t kind, void *pointer, uint64_t bytes, void **out);
+tsr_status cpu_buffer_export(void *buffer_handle, int32_t *kind, uint64_t *address);
 tsr_status cpu_buffer_write(void *handle, void *buffer_handle, uint64_t offset, const void *src,
                             uint64_t bytes);
 tsr_status cpu_buffer_read(void *handle, void *buffer_handle, uint64_t offset, void *dst,

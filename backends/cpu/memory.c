@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CPU plugin's buffers (aligned host memory, huge pages for large ones),
- * transfers, and the copy the queue worker runs for buffer_copy. */
+/* The CPU plugin's buffers (aligned host memory, huge pages for large ones,
+ * or the application's memory wrapped in place), transfers, and the copy
+ * the queue worker runs for buffer_copy. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -131,7 +132,48 @@ tsr_status cpu_buffer_alloc(void *handle, uint64_t bytes, void **out) {
 #endif
   buffer->data = data;
   buffer->bytes = bytes;
+  buffer->wrapped = false;
   *out = buffer;
+  return TSR_OK;
+}
+
+/* The application's host memory used in place: ops read and write it
+ * directly, transfers copy to and from it, and buffer_free forgets it. Any
+ * address: byte copies need none, and ops refuse a tensor whose address is
+ * not a multiple of its element size (ops.c), the only alignment the
+ * kernels assume (their vector loads are unaligned ones, and streaming
+ * stores align themselves). */
+tsr_status cpu_buffer_wrap(void *handle, int32_t kind, void *pointer, uint64_t bytes, void **out) {
+  cpu_device *device = handle;
+  const tsr_plugin_host *host = &device->plugin->host;
+  if (kind != TSR_EXTERNAL_HOST_POINTER)
+    return tsr_plugin_fail(host, TSR_ERROR_UNSUPPORTED,
+                           "buffer_wrap: kind = %d is not host memory "
+                           "(TSR_EXTERNAL_HOST_POINTER = %d), the only memory the cpu plugin uses",
+                           (int)kind, (int)TSR_EXTERNAL_HOST_POINTER);
+  if (!pointer || !out)
+    return tsr_plugin_fail(host, TSR_ERROR_NULL_ARGUMENT, "buffer_wrap: %s is NULL",
+                           !pointer ? "pointer" : "out");
+  if (bytes == 0 || bytes > (uint64_t)(UINTPTR_MAX - (uintptr_t)pointer))
+    return tsr_plugin_fail(host, TSR_ERROR_BAD_SIZE,
+                           "buffer_wrap: bytes = %llu at %p (must be 1 or more and end inside "
+                           "the address space)",
+                           (unsigned long long)bytes, pointer);
+  cpu_buffer *buffer = malloc(sizeof *buffer);
+  if (!buffer)
+    return tsr_plugin_fail(host, TSR_ERROR_OUT_OF_MEMORY, "out of host memory for a buffer");
+  buffer->data = pointer;
+  buffer->bytes = bytes;
+  buffer->wrapped = true;
+  *out = buffer;
+  return TSR_OK;
+}
+
+/* Every cpu buffer is host memory: its address, allocated or wrapped. */
+tsr_status cpu_buffer_export(void *buffer_handle, int32_t *kind, uint64_t *address) {
+  const cpu_buffer *buffer = buffer_handle;
+  *kind = TSR_EXTERNAL_HOST_POINTER;
+  *address = (uint64_t)(uintptr_t)buffer->data;
   return TSR_OK;
 }
 
@@ -142,7 +184,8 @@ void cpu_buffer_free(void *handle, void *buffer_handle) {
   cpu_buffer *buffer = buffer_handle;
   if (!buffer)
     return;
-  free(buffer->data);
+  if (!buffer->wrapped)
+    free(buffer->data);
   free(buffer);
 }
 

@@ -74,6 +74,77 @@ static const tsr_plugin_tensor *op_data_tensor(tsr_op op, const void *args) {
   }
 }
 
+/* The tensors of an op's args (they follow struct_size in each struct) and
+ * their names, for the alignment check. */
+typedef struct op_tensor_list {
+  const tsr_plugin_tensor *first;
+  int count;
+  const char *const *names;
+} op_tensor_list;
+
+static op_tensor_list op_tensors(tsr_op op, const void *args) {
+  static const char *const gemm[] = {"a", "b", "c", "bias", "d"};
+  static const char *const grouped[] = {"a", "b", "bias", "d"};
+  static const char *const attention[] = {"q", "k", "v", "o", "lse"};
+  static const char *const rmsnorm[] = {"x", "residual", "weight", "y", "residual_out"};
+  static const char *const layernorm[] = {"x", "weight", "bias", "y"};
+  static const char *const x_y[] = {"x", "y"};
+  static const char *const swiglu[] = {"gate", "up", "y"};
+  static const char *const cross_entropy[] = {"logits", "targets", "loss", "lse"};
+  switch (op) {
+  case TSR_OP_GEMM:
+    return (op_tensor_list){&((const tsr_gemm_args *)args)->a, 5, gemm};
+  case TSR_OP_GROUPED_GEMM:
+    return (op_tensor_list){&((const tsr_grouped_gemm_args *)args)->a, 4, grouped};
+  case TSR_OP_ATTENTION:
+    return (op_tensor_list){&((const tsr_attention_args *)args)->q, 5, attention};
+  case TSR_OP_RMSNORM:
+    return (op_tensor_list){&((const tsr_rmsnorm_args *)args)->x, 5, rmsnorm};
+  case TSR_OP_LAYERNORM:
+    return (op_tensor_list){&((const tsr_layernorm_args *)args)->x, 4, layernorm};
+  case TSR_OP_SOFTMAX:
+    return (op_tensor_list){&((const tsr_softmax_args *)args)->x, 2, x_y};
+  case TSR_OP_ROPE:
+    return (op_tensor_list){&((const tsr_rope_args *)args)->x, 2, x_y};
+  case TSR_OP_SWIGLU:
+    return (op_tensor_list){&((const tsr_swiglu_args *)args)->gate, 3, swiglu};
+  case TSR_OP_GELU:
+    return (op_tensor_list){&((const tsr_gelu_args *)args)->x, 2, x_y};
+  case TSR_OP_CROSS_ENTROPY:
+    return (op_tensor_list){&((const tsr_cross_entropy_args *)args)->logits, 4, cross_entropy};
+  default:
+    return (op_tensor_list){NULL, 0, NULL};
+  }
+}
+
+static size_t element_bytes(int32_t dtype) {
+  return dtype == TSR_DTYPE_F32 || dtype == TSR_DTYPE_I32 ? 4 : 2;
+}
+
+/* The kernels read and write elements through typed pointers (and align
+ * streaming stores by whole elements), so every element must lie at a
+ * multiple of its size. The core checks that offsets are; only wrapped
+ * memory can start at an address that is not (an allocation is 64-byte
+ * aligned). TSR_ERROR_INVALID_VALUE naming the tensor otherwise. */
+static tsr_status check_alignment(const cpu_plugin *plugin, tsr_op op, const void *args) {
+  op_tensor_list list = op_tensors(op, args);
+  for (int i = 0; i < list.count; i++) {
+    const tsr_plugin_tensor *t = &list.first[i];
+    if (!t->buffer)
+      continue;
+    size_t size = element_bytes(t->dtype);
+    uintptr_t address = (uintptr_t)cpu_tensor_base(t);
+    if (address % size != 0)
+      return tsr_plugin_fail(&plugin->host, TSR_ERROR_INVALID_VALUE,
+                             "%s: %s starts at %p (its buffer's memory plus offset %llu), not a "
+                             "multiple of its %s element size (%zu bytes); wrap memory aligned "
+                             "to the element size",
+                             tsr_plugin_op_name(op), list.names[i], (void *)address,
+                             (unsigned long long)t->offset, tsr_plugin_dtype_name(t->dtype), size);
+  }
+  return TSR_OK;
+}
+
 tsr_status cpu_op_supported(void *handle, tsr_op op, const void *args) {
   cpu_device *device = handle;
   if (!tsr_plugin_op_known(op))
@@ -85,7 +156,7 @@ tsr_status cpu_op_supported(void *handle, tsr_op op, const void *args) {
     return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_UNSUPPORTED,
                            "the cpu plugin runs %s on f32, f16 and bf16, not dtype %d",
                            tsr_plugin_op_name(op), (int)dtype);
-  return TSR_OK;
+  return check_alignment(device->plugin, op, args);
 }
 
 /* configs.c lists the variants; every known op has some. */
@@ -135,6 +206,13 @@ tsr_status cpu_op_run(void *handle, tsr_op op, const void *args, const void *con
     cpu_command_free(c);
     return tsr_plugin_fail(&plugin->host, TSR_ERROR_INVALID_VALUE,
                            "the %s args have no struct_size", tsr_plugin_op_name(op));
+  }
+  /* Again here: op_supported may have answered for an aligned problem of
+   * the same signature (wrapped memory's alignment is the caller's). */
+  tsr_status status = check_alignment(plugin, op, &c->args);
+  if (status != TSR_OK) {
+    cpu_command_free(c);
+    return status;
   }
   if (op == TSR_OP_GROUPED_GEMM) {
     tsr_grouped_gemm_args *grouped = &c->args.grouped_gemm;

@@ -32,11 +32,12 @@ static const tsr_plugin_v2 cpu_plugin_table = {
     .event_wait = cpu_event_wait,
     .event_elapsed_ms = cpu_event_elapsed_ms,
     .event_destroy = cpu_event_destroy,
-    .buffer_wrap = NULL,
+    .buffer_wrap = cpu_buffer_wrap,
     .op_supported = cpu_op_supported,
     .op_variants = cpu_op_variants_entry,
     .op_select = cpu_op_select,
     .op_run = cpu_op_run,
+    .buffer_export = cpu_buffer_export,
 };
 
 TSR_PLUGIN_EXPORT_V2(cpu_plugin_table)

@@ -166,6 +166,8 @@ static bool wgmma_runs(const gpu_device *device, const gpu_gemm_config *config,
 const gpu_vendor cuda_vendor = {
     .external_kind = TSR_EXTERNAL_CUDA_DEVICE_POINTER,
     .external_what = "CUDA device pointers",
+    .external_stream_kind = TSR_EXTERNAL_CUDA_STREAM,
+    .external_stream_what = "CUDA streams",
     .image = tsr_cuda_fatbin,
     .image_targets = tsr_cuda_fatbin_archs,
     .kernels = sm90_kernels,

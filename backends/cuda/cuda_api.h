@@ -32,6 +32,8 @@ enum {
   CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+  CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
 };
 
 /* CUdevice_attribute values. */
@@ -67,6 +69,9 @@ enum {
   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
 };
 enum { CU_STREAM_NON_BLOCKING = 1 };
+/* cuMemHostRegister flags: pinned for every context, mapped into the device
+ * address space. */
+enum { CU_MEMHOSTREGISTER_PORTABLE = 1, CU_MEMHOSTREGISTER_DEVICEMAP = 2 };
 enum { CU_EVENT_DEFAULT = 0 };
 
 /* X(field, exported symbol, older symbol or NULL, parameters): the entry
@@ -124,8 +129,16 @@ enum { CU_EVENT_DEFAULT = 0 };
 
 /* ...and those that may be missing (NULL then): the tensor-map encoder of
  * CUDA 12.0+ drivers (without it the TMA-fed sm_90a GEMM kernels are not
- * offered) and the synchronous copies the plugin never uses. */
+ * offered), the synchronous copies the plugin never uses, and interop: the
+ * context of an application's stream (CUDA 9.2+), host memory registration
+ * (tsr_buffer_wrap_host). */
 #define CUDA_API_OPTIONAL(X)                                                                       \
+  X(cuStreamGetCtx, cuStreamGetCtx, NULL, (CUstream stream, CUcontext * context))                  \
+  X(cuMemHostRegister, cuMemHostRegister_v2, "cuMemHostRegister",                                  \
+    (void *pointer, size_t bytes, unsigned int flags))                                             \
+  X(cuMemHostUnregister, cuMemHostUnregister, NULL, (void *pointer))                               \
+  X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, "cuMemHostGetDevicePointer",          \
+    (CUdeviceptr * device_pointer, void *pointer, unsigned int flags))                             \
   X(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled, NULL,                                          \
     (void *tensor_map, int data_type, unsigned int rank, void *global_address,                     \
      const unsigned long long *global_dims, const unsigned long long *global_strides,              \

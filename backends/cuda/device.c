@@ -101,6 +101,7 @@ void cuda_device_entries(gpu_driver *driver) {
 static bool read_device(cuda_plugin *plugin, int ordinal, gpu_device_props *props, char *why,
                         size_t why_capacity) {
   const cuda_api *api = &plugin->api;
+  props->ordinal = ordinal;
   CUresult result = api->cuDeviceGet(&props->handle, ordinal);
   if (result != CUDA_SUCCESS) {
     char described[256];
@@ -237,6 +238,8 @@ tsr_status cuda_device_info(void *handle, uint32_t index, tsr_device_info *info)
                      (1u << TSR_DTYPE_I32);
   info->op_mask = (1u << TSR_OP_COUNT_) - 1u;
   info->host_visible = 0;
+  if (info->struct_size >= offsetof(tsr_device_info, native_ordinal) + sizeof info->native_ordinal)
+    info->native_ordinal = p->ordinal;
   if (info->struct_size >= offsetof(tsr_device_info, details) + sizeof info->details)
     snprintf(info->details, sizeof info->details,
              "compute capability: %d.%d\n"

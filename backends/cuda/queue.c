@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Streams and events over libcuda: a queue is a non-blocking stream, an
- * event a timing CUDA event. Queues, their status word and finish are the
+/* Streams and events over libcuda: a queue is a non-blocking stream (or the
+ * application's, whose context cuStreamGetCtx tells), an event a timing
+ * CUDA event. Queues, their status word and finish are the
  * GPU layer's (backends/gpu/queue.c). */
 #include "cuda_internal.h"
 
@@ -50,6 +51,16 @@ static int event_elapsed(void *context, void *start, void *end, float *ms) {
   return api->cuEventElapsedTime(ms, start, end);
 }
 
+/* The context an application's stream belongs to (queue_wrap). The default
+ * stream (0) is the current context's, the device's after device_enter. */
+static int stream_owner(void *context, void *stream, void **device_context) {
+  const cuda_api *api = context;
+  CUcontext owner = NULL;
+  CUresult result = api->cuStreamGetCtx(stream, &owner);
+  *device_context = owner;
+  return result;
+}
+
 void cuda_queue_entries(gpu_driver *driver) {
   driver->stream_create = stream_create;
   driver->stream_destroy = stream_destroy;
@@ -59,4 +70,6 @@ void cuda_queue_entries(gpu_driver *driver) {
   driver->event_record = event_record;
   driver->event_sync = event_sync;
   driver->event_elapsed = event_elapsed;
+  const cuda_api *api = driver->context;
+  driver->stream_owner = api->cuStreamGetCtx ? stream_owner : NULL;
 }

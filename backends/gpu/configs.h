@@ -137,9 +137,13 @@ typedef struct gpu_elementwise_prepared {
 /* ---- the vendor description ---- */
 
 typedef struct gpu_vendor {
-  /* The memory buffer_wrap takes (tsr_external_kind), in words. */
+  /* The memory buffer_wrap takes (tsr_external_kind), in words (host memory
+   * too, where the driver can register it), and the kind of memory and
+   * streams buffer_export and queue_wrap speak. */
   int32_t external_kind;
   const char *external_what;
+  int32_t external_stream_kind;
+  const char *external_stream_what;
   /* The embedded module (CUDA: a fatbin) and the targets it holds. */
   const void *image;
   const char *image_targets;

@@ -195,7 +195,16 @@ static void prepare_configs(gpu_device *device) {
 
 void gpu_device_destroy(gpu_device *device) {
   const gpu_driver *d = &device->plugin->driver;
-  if (device->module && d->device_enter(d->context, device->context) == 0)
+  bool entered = d->device_enter(d->context, device->context) == 0;
+  /* Registrations of wrapped host memory whose buffers were never freed. */
+  while (device->registrations) {
+    gpu_host_registration *r = device->registrations;
+    device->registrations = r->next;
+    if (entered)
+      d->host_unregister(d->context, r->start);
+    free(r);
+  }
+  if (device->module && entered)
     d->module_unload(d->context, device->module);
   free(device->kernels);
   pthread_mutex_destroy(&device->lock);

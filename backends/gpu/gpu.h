@@ -20,7 +20,8 @@
 
 /* What init learned about one GPU. */
 typedef struct gpu_device_props {
-  int handle; /* the vendor's device handle (CUdevice) */
+  int handle;  /* the vendor's device handle (CUdevice) */
+  int ordinal; /* the vendor runtime's device number (DLPack's device_id) */
   char name[256];
   char uuid[64];
   int arch_major, arch_minor;
@@ -41,6 +42,16 @@ typedef struct gpu_plugin {
   gpu_device_props *devices;
 } gpu_plugin;
 
+/* Host memory this plugin registered with the driver for wrapped buffers
+ * (gpu_device's list): buffers inside one range share it, and the last one
+ * freed unregisters it. */
+typedef struct gpu_host_registration {
+  struct gpu_host_registration *next;
+  char *start;
+  size_t bytes;
+  int users;
+} gpu_host_registration;
+
 typedef struct gpu_device {
   gpu_plugin *plugin;
   const gpu_device_props *props;
@@ -55,20 +66,27 @@ typedef struct gpu_device {
   gpu_rows_prepared rows[GPU_ROW_OPS][3][GPU_DTYPE_SLOTS];
   gpu_elementwise_prepared elementwise[GPU_ELEMENTWISE_OPS][GPU_DTYPE_SLOTS];
   const gpu_kernel *gemv[2][GPU_DTYPE_SLOTS][3], *splitk, *pack[2];
-  pthread_mutex_t lock; /* guards the queue list */
+  pthread_mutex_t lock; /* guards the queue list and the registrations */
   struct gpu_queue *queues;
+  gpu_host_registration *registrations;
 } gpu_device;
 
 typedef struct gpu_buffer {
-  gpu_address pointer;
+  gpu_address pointer; /* device address (of host memory too, when mapped) */
   uint64_t bytes;
   bool wrapped; /* the application's memory: never freed here */
+  int32_t kind; /* tsr_external_kind: the vendor's device pointers, or host memory */
+  void *host;   /* wrapped host memory: the application's address */
+  /* the registration that maps `host` when this plugin made it (released at
+   * buffer_free); NULL when the application registered the memory itself */
+  gpu_host_registration *registration;
 } gpu_buffer;
 
 typedef struct gpu_queue {
   gpu_device *device;
   struct gpu_queue *next_in_device;
   void *stream;
+  bool stream_wrapped; /* the application's stream (queue_wrap): never destroyed here */
   /* int32 on the device: the smallest row a cross_entropy found a bad target
    * in (INT32_MAX: none), checked and reset by queue_finish. */
   gpu_address status;
@@ -133,12 +151,14 @@ void gpu_device_destroy(gpu_device *device);
 tsr_status gpu_buffer_alloc(void *device, uint64_t bytes, void **buffer);
 void gpu_buffer_free(void *device, void *buffer);
 tsr_status gpu_buffer_wrap(void *device, int32_t kind, void *handle, uint64_t bytes, void **buffer);
+tsr_status gpu_buffer_export(void *buffer, int32_t *kind, uint64_t *address);
 tsr_status gpu_buffer_write(void *queue, void *buffer, uint64_t offset, const void *src,
                             uint64_t bytes);
 tsr_status gpu_buffer_read(void *queue, void *buffer, uint64_t offset, void *dst, uint64_t bytes);
 tsr_status gpu_buffer_copy(void *queue, void *src, uint64_t src_offset, void *dst,
                            uint64_t dst_offset, uint64_t bytes);
 tsr_status gpu_queue_create(void *device, void **queue);
+tsr_status gpu_queue_wrap(void *device, int32_t kind, uint64_t stream, void **queue);
 void gpu_queue_destroy(void *queue);
 tsr_status gpu_queue_finish(void *queue);
 tsr_status gpu_event_record(void *queue, void **event);
@@ -161,6 +181,7 @@ tsr_status gpu_op_run(void *queue, tsr_op op, const void *args, const void *conf
   .event_record = gpu_event_record, .event_wait = gpu_event_wait,                                  \
   .event_elapsed_ms = gpu_event_elapsed_ms, .event_destroy = gpu_event_destroy,                    \
   .buffer_wrap = gpu_buffer_wrap, .op_supported = gpu_op_supported,                                \
-  .op_variants = gpu_op_variants, .op_select = gpu_op_select, .op_run = gpu_op_run
+  .op_variants = gpu_op_variants, .op_select = gpu_op_select, .op_run = gpu_op_run,                \
+  .buffer_export = gpu_buffer_export, .queue_wrap = gpu_queue_wrap
 
 #endif /* TESSERA_GPU_H */

@@ -77,6 +77,19 @@ typedef struct gpu_driver {
   int (*event_record)(void *context, void *event, void *stream);
   int (*event_sync)(void *context, void *event);
   int (*event_elapsed)(void *context, void *start, void *end, float *ms);
+
+  /* Interop with the application's own objects; each may be NULL where the
+   * runtime lacks it. stream_owner: the device context (in device_enter's
+   * terms) a stream of the application belongs to, so queue_wrap refuses a
+   * stream of another GPU or context. host_register: host memory page-locked
+   * and mapped for the device in place (fails with host_already_registered
+   * when part of it already is); host_address: the device address of a
+   * registered host address; host_unregister undoes host_register. */
+  int (*stream_owner)(void *context, void *stream, void **device_context);
+  int (*host_register)(void *context, void *pointer, size_t bytes);
+  int (*host_unregister)(void *context, void *pointer);
+  int (*host_address)(void *context, void *pointer, gpu_address *address);
+  int host_already_registered;
 } gpu_driver;
 
 #endif /* TESSERA_GPU_DRIVER_H */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Queues (a stream each, with a status word that kernels report bad
- * cross-entropy targets to, and a workspace), finishing them, and events. */
+/* Queues (a stream each, the plugin's or the application's, with a status
+ * word that kernels report bad cross-entropy targets to, and a workspace),
+ * finishing them, and events. */
 #include <limits.h>
 #include <stdlib.h>
 
@@ -8,31 +9,38 @@
 
 enum { STATUS_NONE = INT_MAX };
 
-tsr_status gpu_queue_create(void *handle, void **out) {
-  gpu_device *device = handle;
+/* A queue on `stream`: the plugin's own new stream (wrapped false), or the
+ * application's. Its status word is set on the stream, ahead of any op; on
+ * the plugin's stream creation also waits for that, to report a fault
+ * here, while the application's stream is never waited for. */
+static tsr_status queue_new(gpu_device *device, void *stream, bool wrapped, void **out) {
   const gpu_driver *d = &device->plugin->driver;
-  tsr_status status = gpu_enter(device);
-  if (status != TSR_OK)
-    return status;
   gpu_queue *queue = calloc(1, sizeof *queue);
   if (!queue)
     return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
                            "out of host memory for a queue");
   queue->device = device;
-  int error = d->stream_create(d->context, &queue->stream);
-  if (error != 0) {
+  queue->stream_wrapped = wrapped;
+  int error = 0;
+  if (wrapped)
+    queue->stream = stream;
+  else if ((error = d->stream_create(d->context, &queue->stream)) != 0) {
     free(queue);
     return gpu_fail(device->plugin, error, "creating a stream");
   }
   error = d->mem_alloc(d->context, sizeof(int32_t), &queue->status);
   if (error == 0)
     error = d->memset32(d->context, queue->status, STATUS_NONE, 1, queue->stream);
-  if (error == 0)
+  if (error == 0 && !wrapped)
     error = d->stream_sync(d->context, queue->stream);
   if (error != 0) {
-    if (queue->status)
+    if (queue->status) {
+      if (wrapped) /* the memset may be queued behind the application's work */
+        d->stream_sync(d->context, queue->stream);
       d->mem_free(d->context, queue->status);
-    d->stream_destroy(d->context, queue->stream);
+    }
+    if (!wrapped)
+      d->stream_destroy(d->context, queue->stream);
     free(queue);
     return gpu_fail(device->plugin, error, "creating the queue's status word");
   }
@@ -44,18 +52,71 @@ tsr_status gpu_queue_create(void *handle, void **out) {
   return TSR_OK;
 }
 
+tsr_status gpu_queue_create(void *handle, void **out) {
+  gpu_device *device = handle;
+  tsr_status status = gpu_enter(device);
+  if (status != TSR_OK)
+    return status;
+  return queue_new(device, NULL, false, out);
+}
+
+/* A queue over the application's stream. Where the driver says which
+ * context a stream belongs to, a stream of another GPU or context is
+ * refused here (work on it would fault or run elsewhere); otherwise the
+ * caller's word is taken. */
+tsr_status gpu_queue_wrap(void *handle, int32_t kind, uint64_t stream, void **out) {
+  gpu_device *device = handle;
+  const gpu_plugin *plugin = device->plugin;
+  const gpu_driver *d = &plugin->driver;
+  const gpu_vendor *vendor = plugin->catalog.vendor;
+  if (kind != vendor->external_stream_kind)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED,
+                           "queue_wrap: kind = %d is not one of %s (kind %d)", (int)kind,
+                           vendor->external_stream_what, (int)vendor->external_stream_kind);
+  tsr_status status = gpu_enter(device);
+  if (status != TSR_OK)
+    return status;
+  void *native = (void *)(uintptr_t)stream;
+  if (d->stream_owner) {
+    void *owner = NULL;
+    int error = d->stream_owner(d->context, native, &owner);
+    if (error != 0) {
+      char described[256];
+      d->describe(d->context, error, described, sizeof described);
+      return tsr_plugin_fail(&plugin->host, TSR_ERROR_INVALID_VALUE,
+                             "queue_wrap: stream 0x%llx is not a live stream the driver knows "
+                             "(%s)",
+                             (unsigned long long)stream, described);
+    }
+    if (owner != device->context)
+      return tsr_plugin_fail(&plugin->host, TSR_ERROR_WRONG_DEVICE,
+                             "queue_wrap: stream 0x%llx belongs to another GPU or context than "
+                             "%s (the device's primary context)",
+                             (unsigned long long)stream, device->props->name);
+  } else {
+    tsr_plugin_log(&plugin->host, TSR_LOG_DEBUG,
+                   "queue_wrap: the driver cannot say which device stream 0x%llx belongs to; "
+                   "taking it as %s's",
+                   (unsigned long long)stream, device->props->name);
+  }
+  return queue_new(device, native, true, out);
+}
+
 void gpu_queue_destroy(void *handle) {
   gpu_queue *queue = handle;
   if (!queue)
     return;
   gpu_device *device = queue->device;
   const gpu_driver *d = &device->plugin->driver;
+  /* Waits for the stream (the queue's work may still use the workspace and
+   * the status word); the application's stream stays the application's. */
   if (gpu_enter(device) == TSR_OK) {
     d->stream_sync(d->context, queue->stream);
     if (queue->workspace)
       d->mem_free(d->context, queue->workspace);
     d->mem_free(d->context, queue->status);
-    d->stream_destroy(d->context, queue->stream);
+    if (!queue->stream_wrapped)
+      d->stream_destroy(d->context, queue->stream);
   }
   pthread_mutex_lock(&device->lock);
   for (gpu_queue **link = &device->queues; *link; link = &(*link)->next_in_device) {

@@ -209,6 +209,8 @@ const char *hip_arch_class_name(int major, int minor) {
 const gpu_vendor hip_vendor = {
     .external_kind = TSR_EXTERNAL_HIP_DEVICE_POINTER,
     .external_what = "HIP device pointers",
+    .external_stream_kind = TSR_EXTERNAL_HIP_STREAM,
+    .external_stream_what = "HIP streams",
     .kernels_per_target = true,
     .kernels = hip_kernels,
     .kernel_count = (int)(sizeof hip_kernels / sizeof hip_kernels[0]),

@@ -166,6 +166,7 @@ static bool open_bundle(hip_plugin *plugin, char *why, size_t capacity) {
 static bool read_device(hip_plugin *plugin, int ordinal, gpu_device_props *props,
                         hip_device_extra *extra, char *why, size_t why_capacity) {
   const hip_api *api = &plugin->api;
+  props->ordinal = ordinal;
   hipError_t result = api->hipDeviceGet(&props->handle, ordinal);
   if (result != hipSuccess) {
     char described[256];
@@ -332,6 +333,8 @@ tsr_status hip_device_info(void *handle, uint32_t index, tsr_device_info *info) 
                      (1u << TSR_DTYPE_I32);
   info->op_mask = (1u << TSR_OP_COUNT_) - 1u;
   info->host_visible = 0;
+  if (info->struct_size >= offsetof(tsr_device_info, native_ordinal) + sizeof info->native_ordinal)
+    info->native_ordinal = p->ordinal;
   if (info->struct_size >= offsetof(tsr_device_info, details) + sizeof info->details) {
     int entry = hip_bundle_find(&plugin->bundle, x->arch_name);
     snprintf(info->details, sizeof info->details,

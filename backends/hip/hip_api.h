@@ -38,6 +38,8 @@ enum {
   hipErrorInvalidImage = 200,
   hipErrorNoBinaryForGpu = 209,
   hipErrorNotFound = 500,
+  hipErrorHostMemoryAlreadyRegistered = 712,
+  hipErrorHostMemoryNotRegistered = 713,
 };
 
 /* hipDeviceAttribute_t values (the CUDA-compatible range, stable across ROCm
@@ -60,6 +62,9 @@ enum {
 };
 
 enum { hipStreamNonBlocking = 1 };
+/* hipHostRegister flags: pinned for every device, mapped into the device
+ * address space. */
+enum { hipHostRegisterPortable = 1, hipHostRegisterMapped = 2 };
 enum { hipEventDefault = 0 };
 
 /* hipGetDeviceProperties fills a struct whose layout changed between ROCm 5
@@ -119,9 +124,16 @@ enum { HIP_DEVICE_PROPS_BUFFER = 4096 };
      hipStream_t stream, void **params, void **extra))
 
 /* ...and those that may be missing (NULL then): the UUID (ROCm 5.1+), the
- * error words (the plugin then prints the number). These return a value,
- * not an error code, where noted in hip_api. */
+ * error words (the plugin then prints the number), and interop: the device
+ * of an application's stream, host memory registration
+ * (tsr_buffer_wrap_host). These return a value, not an error code, where
+ * noted in hip_api. */
 #define HIP_API_OPTIONAL(X)                                                                        \
+  X(hipStreamGetDevice, hipStreamGetDevice, NULL, (hipStream_t stream, hipDevice_t * device))      \
+  X(hipHostRegister, hipHostRegister, NULL, (void *pointer, size_t bytes, unsigned int flags))     \
+  X(hipHostUnregister, hipHostUnregister, NULL, (void *pointer))                                   \
+  X(hipHostGetDevicePointer, hipHostGetDevicePointer, NULL,                                        \
+    (void **device_pointer, void *pointer, unsigned int flags))                                    \
   X(hipDeviceGetUuid, hipDeviceGetUuid, NULL, (hipUUID * uuid, hipDevice_t device))                \
   X(hipRuntimeGetVersion, hipRuntimeGetVersion, NULL, (int *version))
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The driver table's memory entries over the HIP runtime: allocations,
- * the allocation holding an address (buffer_wrap), memset and copies on the
- * queue's stream. Device addresses are the runtime's pointers as integers. */
+ * the allocation holding an address (buffer_wrap), host memory registered
+ * and mapped (tsr_buffer_wrap_host), memset and copies on the queue's
+ * stream. Device addresses are the runtime's pointers as integers. */
 #include "hip_internal.h"
 
 static hipDeviceptr_t pointer_of(gpu_address address) {
@@ -52,6 +53,25 @@ static int copy_d2d(void *context, gpu_address dst, gpu_address src, size_t byte
   return api->hipMemcpyDtoDAsync(pointer_of(dst), pointer_of(src), bytes, stream);
 }
 
+/* Host memory for tsr_buffer_wrap_host: pinned for every device and mapped. */
+static int host_register(void *context, void *pointer, size_t bytes) {
+  const hip_api *api = context;
+  return api->hipHostRegister(pointer, bytes, hipHostRegisterPortable | hipHostRegisterMapped);
+}
+
+static int host_unregister(void *context, void *pointer) {
+  const hip_api *api = context;
+  return api->hipHostUnregister(pointer);
+}
+
+static int host_address(void *context, void *pointer, gpu_address *address) {
+  const hip_api *api = context;
+  void *mapped = NULL;
+  hipError_t result = api->hipHostGetDevicePointer(&mapped, pointer, 0);
+  *address = (gpu_address)(uintptr_t)mapped;
+  return result;
+}
+
 void hip_memory_entries(gpu_driver *driver) {
   driver->mem_alloc = mem_alloc;
   driver->mem_free = mem_free;
@@ -60,4 +80,11 @@ void hip_memory_entries(gpu_driver *driver) {
   driver->copy_h2d = copy_h2d;
   driver->copy_d2h = copy_d2h;
   driver->copy_d2d = copy_d2d;
+  const hip_api *api = driver->context;
+  if (api->hipHostRegister && api->hipHostUnregister && api->hipHostGetDevicePointer) {
+    driver->host_register = host_register;
+    driver->host_unregister = host_unregister;
+    driver->host_address = host_address;
+  }
+  driver->host_already_registered = hipErrorHostMemoryAlreadyRegistered;
 }

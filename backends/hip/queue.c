@@ -50,6 +50,16 @@ static int event_elapsed(void *context, void *start, void *end, float *ms) {
   return api->hipEventElapsedTime(ms, start, end);
 }
 
+/* The device an application's stream belongs to, as device_enter's
+ * context (ordinal + 1); the null stream is the current device's. */
+static int stream_owner(void *context, void *stream, void **device_context) {
+  const hip_api *api = context;
+  hipDevice_t device = -1;
+  hipError_t result = api->hipStreamGetDevice(stream, &device);
+  *device_context = (void *)(intptr_t)(device + 1);
+  return result;
+}
+
 void hip_queue_entries(gpu_driver *driver) {
   driver->stream_create = stream_create;
   driver->stream_destroy = stream_destroy;
@@ -59,4 +69,6 @@ void hip_queue_entries(gpu_driver *driver) {
   driver->event_record = event_record;
   driver->event_sync = event_sync;
   driver->event_elapsed = event_elapsed;
+  const hip_api *api = driver->context;
+  driver->stream_owner = api->hipStreamGetDevice ? stream_owner : NULL;
 }

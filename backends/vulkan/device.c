@@ -264,12 +264,14 @@ static tsr_status create_logical_device(vulkan_device *device) {
                                    .pNext = &has12};
   l->vkGetPhysicalDeviceFeatures2(p->physical, &has);
 
-  const char *extensions[5];
+  const char *extensions[6];
   uint32_t extension_count = 0;
   extensions[extension_count++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
   bool vk13 = VK_API_VERSION_MINOR(p->api_version) >= 3 || VK_API_VERSION_MAJOR(p->api_version) > 1;
   if (p->subgroup_size_control && !vk13)
     extensions[extension_count++] = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+  if (p->external_memory_host) /* tsr_buffer_wrap_host (memory.c) */
+    extensions[extension_count++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
   if (p->coopmat_khr)
     extensions[extension_count++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
   if (p->coopmat_nv &&

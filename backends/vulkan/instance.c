@@ -195,6 +195,8 @@ static bool read_device(vulkan_plugin *plugin, VkPhysicalDevice physical, vulkan
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceShaderCorePropertiesAMD amd = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  VkPhysicalDeviceExternalMemoryHostPropertiesEXT host_import = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
   VkPhysicalDeviceProperties2 properties = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                             .pNext = &subgroup};
   void **tail = &ids.pNext;
@@ -212,7 +214,15 @@ static bool read_device(vulkan_plugin *plugin, VkPhysicalDevice physical, vulkan
     *tail = &amd;
     tail = &amd.pNext;
   }
+  p->external_memory_host = has_extension(&extensions, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  if (p->external_memory_host) {
+    *tail = &host_import;
+    tail = &host_import.pNext;
+  }
   l->vkGetPhysicalDeviceProperties2(physical, &properties);
+  p->host_import_alignment = host_import.minImportedHostPointerAlignment;
+  if (p->external_memory_host && p->host_import_alignment == 0)
+    p->external_memory_host = false; /* a driver that gives no alignment is not trusted */
   format_uuid(ids.deviceUUID, p->uuid, sizeof p->uuid);
   /* Truncating the driver's strings is fine: they are for people. */
   if (snprintf(p->driver_name, sizeof p->driver_name, "%s", driver.driverName) < 0)

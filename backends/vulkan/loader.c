@@ -82,6 +82,9 @@ bool vulkan_loader_device(const vulkan_loader *loader, VkDevice device,
   out->vkGetPipelineExecutableStatisticsKHR =
       (PFN_vkGetPipelineExecutableStatisticsKHR)loader->vkGetDeviceProcAddr(
           device, "vkGetPipelineExecutableStatisticsKHR");
+  out->vkGetMemoryHostPointerPropertiesEXT =
+      (PFN_vkGetMemoryHostPointerPropertiesEXT)loader->vkGetDeviceProcAddr(
+          device, "vkGetMemoryHostPointerPropertiesEXT");
   return true;
 }
 

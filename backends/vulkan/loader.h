@@ -128,6 +128,8 @@ typedef struct vulkan_device_functions {
   /* Optional (VK_KHR_pipeline_executable_properties); NULL when absent. */
   PFN_vkGetPipelineExecutablePropertiesKHR vkGetPipelineExecutablePropertiesKHR;
   PFN_vkGetPipelineExecutableStatisticsKHR vkGetPipelineExecutableStatisticsKHR;
+  /* Optional (VK_EXT_external_memory_host, when enabled); NULL when absent. */
+  PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT;
 } vulkan_device_functions;
 
 /* dlopens `library` (NULL: libvulkan.so.1) and resolves the global entry

@@ -8,7 +8,9 @@
  * for: such a buffer fails as out of memory with both sizes named, before
  * the driver sees it (lavapipe would try it). Memory is device local;
  * where the device-local memory is also host visible (lavapipe, integrated
- * GPUs) blocks stay mapped, and reads and writes skip the staging copy. */
+ * GPUs) blocks stay mapped, and reads and writes skip the staging copy.
+ * Wrapped host memory is imported (VK_EXT_external_memory_host) into a
+ * VkBuffer of its own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +90,8 @@ tsr_status vulkan_memory_init(vulkan_device *device) {
    * copies even where device memory is mapped (tests cover that path on
    * lavapipe). */
   const char *no_mapping = tsr_plugin_env(&device->plugin->host, "TESSERA_VULKAN_NO_MAPPING");
-  if (no_mapping && *no_mapping && no_mapping[0] != '0')
+  device->mapping_off = no_mapping && *no_mapping && no_mapping[0] != '0';
+  if (device->mapping_off)
     device->host_visible = false;
   device->staging_type = (uint32_t)staging;
   return TSR_OK;
@@ -307,6 +310,12 @@ tsr_status vulkan_buffer_create(vulkan_device *device, uint64_t bytes, bool stag
 void vulkan_buffer_destroy(vulkan_device *device, vulkan_buffer *buffer) {
   if (!buffer)
     return;
+  if (!buffer->block) { /* wrapped host memory: only the Vulkan objects go */
+    device->vk.vkDestroyBuffer(device->handle, buffer->handle, NULL);
+    device->vk.vkFreeMemory(device->handle, buffer->imported, NULL);
+    free(buffer);
+    return;
+  }
   uint64_t size = align_up(buffer->bytes ? buffer->bytes : 1, allocation_alignment(device));
   pthread_mutex_lock(&device->memory_lock);
   vulkan_block *block = buffer->block;
@@ -348,6 +357,153 @@ void vulkan_buffer_free(void *handle, void *buffer) {
   vulkan_buffer_destroy(handle, buffer);
 }
 
+/* The import of [start, start + bytes) as memory of a VkBuffer that spans
+ * it: the memory type the driver allows for the range (host visible and
+ * coherent where one is, so reads and writes use the memory directly). */
+static tsr_status import_range(vulkan_device *device, char *start, uint64_t bytes,
+                               vulkan_buffer *buffer, bool *coherent) {
+  const vulkan_plugin *plugin = device->plugin;
+  const VkExternalMemoryHandleTypeFlagBits type =
+      VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  VkMemoryHostPointerPropertiesEXT host = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+  VkResult result =
+      device->vk.vkGetMemoryHostPointerPropertiesEXT(device->handle, type, start, &host);
+  if (result != VK_SUCCESS)
+    return vulkan_fail(plugin, result, "buffer_wrap: vkGetMemoryHostPointerPropertiesEXT");
+  VkExternalMemoryBufferCreateInfo external = {
+      .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, .handleTypes = type};
+  VkBufferCreateInfo create = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                               .pNext = &external,
+                               .size = bytes,
+                               .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                        VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                               .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  result = device->vk.vkCreateBuffer(device->handle, &create, NULL, &buffer->handle);
+  if (result != VK_SUCCESS) {
+    buffer->handle = NULL;
+    return vulkan_fail(plugin, result, "buffer_wrap: vkCreateBuffer over host memory");
+  }
+  VkMemoryRequirements need;
+  device->vk.vkGetBufferMemoryRequirements(device->handle, buffer->handle, &need);
+  VkPhysicalDeviceMemoryProperties m;
+  plugin->loader.vkGetPhysicalDeviceMemoryProperties(device->props->physical, &m);
+  const VkMemoryPropertyFlags mappable =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  uint32_t allowed = need.memoryTypeBits & host.memoryTypeBits;
+  int chosen = -1;
+  for (uint32_t t = 0; t < m.memoryTypeCount; t++)
+    if ((allowed & (1u << t)) &&
+        (chosen < 0 || ((m.memoryTypes[t].propertyFlags & mappable) == mappable &&
+                        (m.memoryTypes[chosen].propertyFlags & mappable) != mappable)))
+      chosen = (int)t;
+  tsr_status status = TSR_OK;
+  if (chosen < 0 || need.size > bytes)
+    status = tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED,
+                             "buffer_wrap: %s cannot back a buffer with imported host memory "
+                             "(memory types: buffer 0x%x, host pointer 0x%x; the buffer needs "
+                             "%llu bytes of the %llu imported)",
+                             device->props->name, need.memoryTypeBits, host.memoryTypeBits,
+                             (unsigned long long)need.size, (unsigned long long)bytes);
+  if (status == TSR_OK) {
+    VkImportMemoryHostPointerInfoEXT import = {
+        .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+        .handleType = type,
+        .pHostPointer = start};
+    VkMemoryAllocateInfo allocate = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                     .pNext = &import,
+                                     .allocationSize = bytes,
+                                     .memoryTypeIndex = (uint32_t)chosen};
+    result = device->vk.vkAllocateMemory(device->handle, &allocate, NULL, &buffer->imported);
+    if (result != VK_SUCCESS)
+      buffer->imported = NULL;
+    else
+      result = device->vk.vkBindBufferMemory(device->handle, buffer->handle, buffer->imported, 0);
+    if (result != VK_SUCCESS)
+      status = vulkan_fail(plugin, result, "buffer_wrap: importing host memory");
+  }
+  if (status != TSR_OK) {
+    if (buffer->imported)
+      device->vk.vkFreeMemory(device->handle, buffer->imported, NULL);
+    device->vk.vkDestroyBuffer(device->handle, buffer->handle, NULL);
+    return status;
+  }
+  *coherent = (m.memoryTypes[chosen].propertyFlags & mappable) == mappable;
+  return TSR_OK;
+}
+
+/* The application's host memory, used in place through
+ * VK_EXT_external_memory_host. Drivers import only ranges whose start and
+ * size are multiples of minImportedHostPointerAlignment (a page, usually),
+ * so the enclosing aligned range is imported and the buffer starts at the
+ * pointer's offset in it: any pointer and size work. The bytes around the
+ * caller's range share its pages and are never written (ops write only
+ * their tensors' elements). Freeing the buffer releases the import. */
+tsr_status vulkan_buffer_wrap(void *handle, int32_t kind, void *pointer, uint64_t bytes,
+                              void **out) {
+  vulkan_device *device = handle;
+  const vulkan_plugin *plugin = device->plugin;
+  const vulkan_device_props *p = device->props;
+  if (kind != TSR_EXTERNAL_HOST_POINTER)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED,
+                           "buffer_wrap: kind = %d is not host memory "
+                           "(TSR_EXTERNAL_HOST_POINTER = %d), the only memory the vulkan plugin "
+                           "wraps",
+                           (int)kind, (int)TSR_EXTERNAL_HOST_POINTER);
+  if (!p->external_memory_host || !device->vk.vkGetMemoryHostPointerPropertiesEXT)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_UNSUPPORTED,
+                           "buffer_wrap: %s lacks %s, so host memory cannot be used in place; "
+                           "create a buffer and write the data instead",
+                           p->name, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  if (!pointer || bytes == 0)
+    return tsr_plugin_fail(&plugin->host, !pointer ? TSR_ERROR_NULL_ARGUMENT : TSR_ERROR_BAD_SIZE,
+                           "buffer_wrap: pointer = %p, bytes = %llu (need memory and 1 byte or "
+                           "more)",
+                           pointer, (unsigned long long)bytes);
+  /* Also the storage alignment, so that bindings (aligned down to it in
+   * buffer offsets) are aligned in addresses too. */
+  uint64_t alignment = p->host_import_alignment;
+  if (alignment < p->storage_alignment)
+    alignment = p->storage_alignment;
+  uintptr_t address = (uintptr_t)pointer;
+  uint64_t base = (uint64_t)address / alignment * alignment;
+  uint64_t end = 0;
+  if (__builtin_add_overflow((uint64_t)address, bytes, &end) ||
+      __builtin_add_overflow(end, alignment - 1, &end) || end > UINTPTR_MAX)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_BAD_SIZE,
+                           "buffer_wrap: %llu bytes at %p pass the end of the address space",
+                           (unsigned long long)bytes, pointer);
+  end = end / alignment * alignment;
+  vulkan_buffer *buffer = calloc(1, sizeof *buffer);
+  if (!buffer)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for a buffer");
+  bool coherent = false;
+  tsr_status status = import_range(device, (char *)(uintptr_t)base, end - base, buffer, &coherent);
+  if (status != TSR_OK) {
+    free(buffer);
+    return status;
+  }
+  buffer->offset = (uint64_t)address - base;
+  buffer->bytes = bytes;
+  buffer->mapped = coherent && !device->mapping_off ? pointer : NULL;
+  buffer->host = pointer;
+  *out = buffer;
+  return TSR_OK;
+}
+
+/* Wrapped host memory has the application's address; device memory has no
+ * address another library could use (the core falls back then). */
+tsr_status vulkan_buffer_export(void *handle, int32_t *kind, uint64_t *address) {
+  const vulkan_buffer *buffer = handle;
+  if (!buffer->host)
+    return TSR_ERROR_UNSUPPORTED;
+  *kind = TSR_EXTERNAL_HOST_POINTER;
+  *address = (uint64_t)(uintptr_t)buffer->host;
+  return TSR_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Tensors as bindings                                                       */
 /* ------------------------------------------------------------------------ */
@@ -376,9 +532,11 @@ bool vulkan_bind_tensor(const vulkan_device *device, const tsr_plugin_tensor *t,
   uint64_t skip = start - aligned;
   if (size == 0 || skip % size != 0) {
     snprintf(why, why_capacity,
-             "a tensor's byte offset %llu is not a multiple of its %llu-byte "
-             "elements",
-             (unsigned long long)t->offset, (unsigned long long)size);
+             "a tensor's byte offset %llu (in a buffer whose memory starts %llu bytes past a "
+             "%llu-byte boundary) leaves its first element unaligned to its %llu-byte elements",
+             (unsigned long long)t->offset,
+             (unsigned long long)(buffer->offset % p->storage_alignment),
+             (unsigned long long)p->storage_alignment, (unsigned long long)size);
     return false;
   }
   /* Whether the tensor fits one binding is decided on what the core's
@@ -398,10 +556,12 @@ bool vulkan_bind_tensor(const vulkan_device *device, const tsr_plugin_tensor *t,
              (unsigned long long)p->max_storage_range);
     return false;
   }
-  /* Allocations are whole multiples of ALLOCATION_ALIGNMENT, so the range
-   * may end on a 16-byte boundary past the last byte: 32-bit word and
-   * 4-element views of 16-bit data then cover the last element. */
-  uint64_t end = buffer->offset + align_up(buffer->bytes ? buffer->bytes : 1, 16);
+  /* Allocations are whole multiples of ALLOCATION_ALIGNMENT, and wrapped
+   * host memory is imported in whole multiples of at least the storage
+   * alignment, so the range may end on the 16-byte boundary past the last
+   * byte: 32-bit word and 4-element views of 16-bit data then cover the
+   * last element. */
+  uint64_t end = align_up(buffer->offset + (buffer->bytes ? buffer->bytes : 1), 16);
   uint64_t range = end - aligned;
   if (range > p->max_storage_range)
     range = p->max_storage_range;

@@ -160,11 +160,12 @@ static const tsr_plugin_v2 vulkan_plugin_table = {
     .event_wait = vulkan_event_wait,
     .event_elapsed_ms = vulkan_event_elapsed_ms,
     .event_destroy = vulkan_event_destroy,
-    .buffer_wrap = NULL,
+    .buffer_wrap = vulkan_buffer_wrap,
     .op_supported = vulkan_op_supported,
     .op_variants = vulkan_op_variants,
     .op_select = vulkan_op_select,
     .op_run = vulkan_op_run,
+    .buffer_export = vulkan_buffer_export,
 };
 
 TSR_PLUGIN_EXPORT_V2(vulkan_plugin_table)

@@ -541,7 +541,9 @@ tsr_status vulkan_buffer_copy(void *handle, void *src_handle, uint64_t src_offse
     return TSR_ERROR_OUT_OF_BOUNDS;
   if (bytes == 0)
     return TSR_OK;
-  if (src_offset % 16 == 0 && dst_offset % 16 == 0 && bytes % 16 == 0)
+  /* whole 16-byte units of both bindings (wrapped memory may start anywhere) */
+  if ((src->offset + src_offset) % 16 == 0 && (dst->offset + dst_offset) % 16 == 0 &&
+      bytes % 16 == 0)
     return shader_copy(queue, src, src_offset, dst, dst_offset, bytes);
   return record_copy(queue, src->handle, src->offset + src_offset, dst->handle,
                      dst->offset + dst_offset, bytes);

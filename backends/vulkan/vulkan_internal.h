@@ -106,6 +106,10 @@ typedef struct vulkan_device_props {
   bool shader_float16;        /* shaderFloat16 */
   bool storage_16bit;         /* storageBuffer16BitAccess */
   bool shader_int16, shader_int64;
+  /* VK_EXT_external_memory_host (tsr_buffer_wrap_host) and the alignment
+   * an imported host range must have (minImportedHostPointerAlignment) */
+  bool external_memory_host;
+  uint64_t host_import_alignment;
   bool coopmat_khr, coopmat_nv; /* VK_KHR_ / VK_NV_cooperative_matrix enabled */
   uint32_t coopmat_khr_count, coopmat_nv_count;
   vulkan_coopmat_shape coopmat_khr_shapes[VULKAN_MAX_COOPMAT_SHAPES];
@@ -127,11 +131,15 @@ typedef struct vulkan_plugin {
 typedef struct vulkan_block vulkan_block;
 
 typedef struct vulkan_buffer {
-  vulkan_block *block;
-  VkBuffer handle; /* the block's buffer */
-  uint64_t offset; /* of this allocation in the block's buffer */
+  vulkan_block *block; /* NULL for wrapped host memory */
+  VkBuffer handle;     /* the block's buffer, or the one over the imported range */
+  uint64_t offset;     /* of this allocation (or of the wrapped pointer) in that buffer */
   uint64_t bytes;
   void *mapped; /* host address of the first byte when host visible, else NULL */
+  /* wrapped host memory: the application's pointer, and the imported range
+   * released (never freed) with the buffer */
+  void *host;
+  VkDeviceMemory imported;
 } vulkan_buffer;
 
 typedef struct vulkan_pipeline {
@@ -157,6 +165,7 @@ typedef struct vulkan_device {
   vulkan_block *blocks; /* memory.c */
   uint32_t memory_type; /* device-local (and host-visible where that exists) */
   bool host_visible;    /* blocks are mapped */
+  bool mapping_off;     /* TESSERA_VULKAN_NO_MAPPING: reads and writes through staging */
   uint32_t staging_type;
   struct vulkan_queue *queues; /* guarded by queue_lock */
   /* TESSERA_VULKAN_PIPELINE_STATS set and the driver can: each pipeline's
@@ -248,6 +257,9 @@ tsr_status vulkan_device_open(void *plugin, uint32_t index, void **device);
 void vulkan_device_close(void *device);
 tsr_status vulkan_buffer_alloc(void *device, uint64_t bytes, void **buffer);
 void vulkan_buffer_free(void *device, void *buffer);
+tsr_status vulkan_buffer_wrap(void *device, int32_t kind, void *pointer, uint64_t bytes,
+                              void **buffer);
+tsr_status vulkan_buffer_export(void *buffer, int32_t *kind, uint64_t *address);
 tsr_status vulkan_queue_create(void *device, void **queue);
 void vulkan_queue_destroy(void *queue);
 tsr_status vulkan_queue_finish(void *queue);

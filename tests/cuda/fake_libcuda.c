@@ -8,7 +8,16 @@
  *
  * Built by tests/cuda/CMakeLists.txt as lib/libtessera-fake-cuda.so: the
  * cuda.fake_driver test runs the CUDA plugin's whole host path through it in
- * CI, and bench/gpu/host_overhead.sh counts that path's instructions. */
+ * CI, and bench/gpu/host_overhead.sh counts that path's instructions.
+ *
+ * For the interop tests (gpu_interop.c) it keeps a little state: streams
+ * are slots of a fixed pool that remember their context, whether they are
+ * alive, and how much work was queued on them; the current context is per
+ * thread; host registrations are kept as ranges (device address = host
+ * address, as with unified addressing). fake_cuda_stream_work and
+ * fake_cuda_host_registrations let a test read it. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +32,55 @@ static int dummy_object;
 #define DUMMY(type) ((type)(void *)&dummy_object)
 static uint64_t launches;
 static CUdeviceptr next_address = 1ull << 40;
+
+/* The context cuCtxSetCurrent made current on this thread (NULL: none). */
+static _Thread_local CUcontext current_context;
+
+/* Streams: pool slots, claimed and released atomically. */
+enum { FAKE_STREAMS = 1024 };
+typedef struct fake_stream {
+  int live;
+  CUcontext context;
+  uint64_t work; /* launches, copies, memsets and event records queued */
+} fake_stream;
+static fake_stream streams[FAKE_STREAMS];
+
+static fake_stream *stream_slot(CUstream stream) {
+  fake_stream *slot = (fake_stream *)(void *)stream;
+  return slot >= streams && slot < streams + FAKE_STREAMS ? slot : NULL;
+}
+
+/* Counts work queued on a pool stream (the default streams count nowhere). */
+static void stream_work(CUstream stream) {
+  fake_stream *slot = stream_slot(stream);
+  if (slot)
+    __atomic_fetch_add(&slot->work, 1, __ATOMIC_RELAXED);
+}
+
+/* 1 and the work queued on it when `stream` is a live stream, else 0. */
+__attribute__((visibility("default"))) int fake_cuda_stream_work(CUstream stream, uint64_t *work) {
+  fake_stream *slot = stream_slot(stream);
+  if (!slot || !__atomic_load_n(&slot->live, __ATOMIC_ACQUIRE))
+    return 0;
+  *work = __atomic_load_n(&slot->work, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/* Registered host ranges. */
+enum { FAKE_REGISTRATIONS = 64 };
+static struct {
+  char *start;
+  size_t bytes;
+} registrations[FAKE_REGISTRATIONS];
+static int registration_count;
+static pthread_mutex_t registration_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((visibility("default"))) int fake_cuda_host_registrations(void) {
+  pthread_mutex_lock(&registration_lock);
+  int count = registration_count;
+  pthread_mutex_unlock(&registration_lock);
+  return count;
+}
 
 CUresult cuInit(unsigned int flags) {
   (void)flags;
@@ -106,7 +164,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   return 0;
 }
 CUresult cuCtxSetCurrent(CUcontext context) {
-  (void)context;
+  current_context = context;
   return 0;
 }
 CUresult cuCtxSynchronize(void) {
@@ -129,32 +187,63 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *bytes, CUdeviceptr p
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream) {
   (void)dst, (void)src, (void)bytes, (void)stream;
+  stream_work(stream);
   return 0;
 }
 CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-  (void)src, (void)stream;
+  (void)src;
+  stream_work(stream);
   memset(dst, 0, bytes);
   return 0;
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   (void)dst, (void)src, (void)bytes, (void)stream;
+  stream_work(stream);
   return 0;
 }
 CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count, CUstream stream) {
   (void)dst, (void)value, (void)count, (void)stream;
+  stream_work(stream);
   return 0;
 }
 CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
   (void)flags;
-  *stream = DUMMY(CUstream);
-  return 0;
+  for (int i = 0; i < FAKE_STREAMS; i++) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&streams[i].live, &expected, 1, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+      streams[i].context = current_context;
+      __atomic_store_n(&streams[i].work, 0, __ATOMIC_RELAXED);
+      *stream = (CUstream)(void *)&streams[i];
+      return 0;
+    }
+  }
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+/* A stream that is not alive: CUDA_ERROR_INVALID_HANDLE. */
+static CUresult check_stream(CUstream stream) {
+  fake_stream *slot = stream_slot(stream);
+  if (slot && !__atomic_load_n(&slot->live, __ATOMIC_ACQUIRE))
+    return 400;
+  return !slot && (uintptr_t)stream > 2 ? 400 : 0; /* 0, legacy, per-thread: fine */
 }
 CUresult cuStreamDestroy_v2(CUstream stream) {
-  (void)stream;
+  fake_stream *slot = stream_slot(stream);
+  int expected = 1;
+  if (!slot || !__atomic_compare_exchange_n(&slot->live, &expected, 0, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED))
+    return 400;
   return 0;
 }
 CUresult cuStreamSynchronize(CUstream stream) {
-  (void)stream;
+  return check_stream(stream);
+}
+CUresult cuStreamGetCtx(CUstream stream, CUcontext *context) {
+  CUresult result = check_stream(stream);
+  if (result != 0)
+    return result;
+  fake_stream *slot = stream_slot(stream);
+  *context = slot ? slot->context : current_context; /* the default streams: the current one */
   return 0;
 }
 CUresult cuEventCreate(CUevent *event, unsigned int flags) {
@@ -163,8 +252,9 @@ CUresult cuEventCreate(CUevent *event, unsigned int flags) {
   return 0;
 }
 CUresult cuEventRecord(CUevent event, CUstream stream) {
-  (void)event, (void)stream;
-  return 0;
+  (void)event;
+  stream_work(stream);
+  return check_stream(stream);
 }
 CUresult cuEventSynchronize(CUevent event) {
   (void)event;
@@ -210,8 +300,9 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned int gy, u
                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
                         CUstream stream, void **params, void **extra) {
   (void)function, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem,
-      (void)stream, (void)params, (void)extra;
+      (void)params, (void)extra;
   __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
+  stream_work(stream);
   return 0;
 }
 CUresult cuGetErrorName(CUresult error, const char **name) {
@@ -233,4 +324,53 @@ CUresult cuTensorMapEncodeTiled(void *map, int data_type, unsigned int rank, voi
   memset(map, 0, 128);
   memcpy(map, &address, sizeof address);
   return 0;
+}
+
+/* Host registration: whole ranges, none overlapping (712 then, as CUDA
+ * answers for memory registered before). */
+CUresult cuMemHostRegister_v2(void *pointer, size_t bytes, unsigned int flags) {
+  (void)flags;
+  char *start = pointer;
+  CUresult result = 0;
+  pthread_mutex_lock(&registration_lock);
+  for (int i = 0; i < registration_count && result == 0; i++)
+    if (start < registrations[i].start + registrations[i].bytes &&
+        registrations[i].start < start + bytes)
+      result = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (result == 0 && registration_count == FAKE_REGISTRATIONS)
+    result = CUDA_ERROR_OUT_OF_MEMORY;
+  if (result == 0) {
+    registrations[registration_count].start = start;
+    registrations[registration_count].bytes = bytes;
+    registration_count++;
+  }
+  pthread_mutex_unlock(&registration_lock);
+  return result;
+}
+CUresult cuMemHostUnregister(void *pointer) {
+  CUresult result = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  pthread_mutex_lock(&registration_lock);
+  for (int i = 0; i < registration_count; i++) {
+    if (registrations[i].start == pointer) {
+      registrations[i] = registrations[--registration_count];
+      result = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&registration_lock);
+  return result;
+}
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *device_pointer, void *pointer,
+                                      unsigned int flags) {
+  (void)flags;
+  char *address = pointer;
+  CUresult result = 1; /* CUDA_ERROR_INVALID_VALUE: not registered */
+  pthread_mutex_lock(&registration_lock);
+  for (int i = 0; i < registration_count; i++)
+    if (address >= registrations[i].start &&
+        address < registrations[i].start + registrations[i].bytes)
+      result = 0;
+  pthread_mutex_unlock(&registration_lock);
+  *device_pointer = result == 0 ? (CUdeviceptr)(uintptr_t)pointer : 0;
+  return result;
 }

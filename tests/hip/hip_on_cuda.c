@@ -49,6 +49,9 @@ enum { PROPS_NAME_OFFSET = 0, PROPS_ARCH_OFFSET = 396, PROPS_STRING_BYTES = 256 
 
 enum { AMD_LDS_BYTES = 65536 };
 
+/* hipError_t values hip_api.h does not name (ROCm's hip_runtime_api.h). */
+enum { HIP_ERROR_INVALID_HANDLE = 400, HIP_ERROR_NOT_SUPPORTED = 801 };
+
 /* More GPUs than one host has. */
 enum { MAX_DEVICES = 64 };
 
@@ -452,6 +455,39 @@ HIP_EXPORT hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value, size_t co
                                             (CUstream)stream);
 }
 
+/* hipHostRegisterPortable and hipHostRegisterMapped have the values of
+ * CU_MEMHOSTREGISTER_PORTABLE and _DEVICEMAP: the flags pass through. */
+HIP_EXPORT hipError_t hipHostRegister(void *pointer, size_t bytes, unsigned int flags) {
+  hipError_t status = with_context();
+  if (status != hipSuccess)
+    return status;
+  return runtime.api.cuMemHostRegister ? runtime.api.cuMemHostRegister(pointer, bytes, flags)
+                                       : HIP_ERROR_NOT_SUPPORTED;
+}
+
+HIP_EXPORT hipError_t hipHostUnregister(void *pointer) {
+  hipError_t status = with_context();
+  if (status != hipSuccess)
+    return status;
+  return runtime.api.cuMemHostUnregister ? runtime.api.cuMemHostUnregister(pointer)
+                                         : HIP_ERROR_NOT_SUPPORTED;
+}
+
+HIP_EXPORT hipError_t hipHostGetDevicePointer(void **device_pointer, void *pointer,
+                                              unsigned int flags) {
+  if (!device_pointer)
+    return hipErrorInvalidValue;
+  hipError_t status = with_context();
+  if (status != hipSuccess)
+    return status;
+  if (!runtime.api.cuMemHostGetDevicePointer)
+    return HIP_ERROR_NOT_SUPPORTED;
+  CUdeviceptr mapped = 0;
+  CUresult result = runtime.api.cuMemHostGetDevicePointer(&mapped, pointer, flags);
+  *device_pointer = (void *)(uintptr_t)mapped;
+  return result;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Streams and events: the CUDA handles themselves                          */
 /* ------------------------------------------------------------------------ */
@@ -478,6 +514,32 @@ HIP_EXPORT hipError_t hipStreamDestroy(hipStream_t stream) {
 HIP_EXPORT hipError_t hipStreamSynchronize(hipStream_t stream) {
   hipError_t status = with_context();
   return status != hipSuccess ? status : runtime.api.cuStreamSynchronize((CUstream)stream);
+}
+
+/* The device whose primary context the stream's context is; a context
+ * that is no device's primary one is an invalid handle to HIP. */
+HIP_EXPORT hipError_t hipStreamGetDevice(hipStream_t stream, hipDevice_t *device) {
+  if (!device)
+    return hipErrorInvalidValue;
+  hipError_t status = with_context();
+  if (status != hipSuccess)
+    return status;
+  if (!runtime.api.cuStreamGetCtx)
+    return HIP_ERROR_NOT_SUPPORTED;
+  CUcontext context = NULL;
+  CUresult result = runtime.api.cuStreamGetCtx((CUstream)stream, &context);
+  if (result != CUDA_SUCCESS)
+    return result;
+  int found = -1;
+  pthread_mutex_lock(&runtime.context_lock);
+  for (int i = 0; i < runtime.device_count && found < 0; i++)
+    if (runtime.contexts[i] && runtime.contexts[i] == context)
+      found = i;
+  pthread_mutex_unlock(&runtime.context_lock);
+  if (found < 0)
+    return HIP_ERROR_INVALID_HANDLE;
+  *device = found;
+  return hipSuccess;
 }
 
 /* hipEventDefault/BlockingSync/DisableTiming/Interprocess have CUDA's
