@@ -226,9 +226,25 @@ static char *trim(char *s) {
   return s;
 }
 
-/* One line (terminated, comment removed by the caller's copy). */
-static bool parse_line(char *line, int number, const char *origin, tsr__manifest *out, char *reason,
-                       size_t capacity) {
+/* Longest `name =` value; the report's name field holds it. */
+#define MAX_NAME 63
+
+/* A manifest's `name =`: what filters match and devices are reported under.
+ * Characters that list separators or paths use are refused, so a name always
+ * reads back as one entry of TESSERA_BACKENDS. */
+static bool valid_name(const char *name) {
+  if (!*name || *name == '.')
+    return false;
+  for (const char *c = name; *c; c++)
+    if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_' && *c != '.')
+      return false;
+  return true;
+}
+
+/* One line (terminated, comment removed by the caller's copy). `name`
+ * (MAX_NAME + 1 bytes) receives a `name =` value. */
+static bool parse_line(char *line, int number, const char *origin, tsr__manifest *out, char *name,
+                       char *reason, size_t capacity) {
   char *hash = strchr(line, '#');
   if (hash)
     *hash = '\0';
@@ -274,6 +290,20 @@ static bool parse_line(char *line, int number, const char *origin, tsr__manifest
       return false;
     }
     memcpy(out->arch, value, length + 1);
+  } else if (!strcmp(key, "name")) {
+    if (length > MAX_NAME) {
+      snprintf(reason, capacity, "manifest: line %d: name too long (%zu bytes, at most %d)", number,
+               length, MAX_NAME);
+      return false;
+    }
+    if (!valid_name(value)) {
+      snprintf(reason, capacity,
+               "manifest: line %d: name = '%.64s': letters, digits, '-', '_' and '.' only, not "
+               "starting with '.'",
+               number, value);
+      return false;
+    }
+    memcpy(name, value, length + 1);
   } else {
     /* Unknown keys are allowed (newer manifests) but noted. */
     tsr__log(TSR_LOG_DEBUG, "%s: line %d: unknown key '%.64s' ignored", origin, number, key);
@@ -281,9 +311,12 @@ static bool parse_line(char *line, int number, const char *origin, tsr__manifest
   return true;
 }
 
-bool tsr__parse_manifest(const char *text, size_t size, const char *origin, tsr__manifest *out,
-                         char *reason, size_t capacity) {
+/* tsr__parse_manifest with the `name =` value ("" when not given) into
+ * `name` (MAX_NAME + 1 bytes). */
+static bool parse_manifest(const char *text, size_t size, const char *origin, tsr__manifest *out,
+                           char *name, char *reason, size_t capacity) {
   memset(out, 0, sizeof *out);
+  name[0] = '\0';
   char line[MAX_LINE + 1];
   int number = 0;
   size_t at = 0;
@@ -307,7 +340,7 @@ bool tsr__parse_manifest(const char *text, size_t size, const char *origin, tsr_
     }
     memcpy(line, start, length);
     line[length] = '\0';
-    if (!parse_line(line, number, origin, out, reason, capacity))
+    if (!parse_line(line, number, origin, out, name, reason, capacity))
       return false;
   }
   if (!out->library[0]) {
@@ -317,8 +350,15 @@ bool tsr__parse_manifest(const char *text, size_t size, const char *origin, tsr_
   return true;
 }
 
+bool tsr__parse_manifest(const char *text, size_t size, const char *origin, tsr__manifest *out,
+                         char *reason, size_t capacity) {
+  char name[MAX_NAME + 1];
+  return parse_manifest(text, size, origin, out, name, reason, capacity);
+}
+
 /* Reads and parses the manifest at `path`; false with a reason. */
-static bool read_manifest(const char *path, tsr__manifest *out, char *reason, size_t capacity) {
+static bool read_manifest(const char *path, tsr__manifest *out, char *name, char *reason,
+                          size_t capacity) {
   struct stat st;
   char why[256];
   int error;
@@ -351,7 +391,7 @@ static bool read_manifest(const char *path, tsr__manifest *out, char *reason, si
     }
   }
   close(fd);
-  ok = ok && tsr__parse_manifest(text, size, path, out, reason, capacity);
+  ok = ok && parse_manifest(text, size, path, out, name, reason, capacity);
   free(text);
   return ok;
 }
@@ -526,17 +566,28 @@ static const tsr_plugin_slot *same_library(const tsr_plugin_slot *slot) {
   return NULL;
 }
 
-static void load_one(tsr_plugin_slot *slot, const filters *f) {
+/* A manifest found in a plugins.d directory, read before anything loads:
+ * its name decides filters and duplicates. */
+typedef struct found_manifest {
+  char *name; /* its `name =`, else the file name without .conf */
+  char *path;
+  bool read;       /* `manifest` holds it; else `problem` says why not */
+  bool other_arch; /* for another architecture: it claims no name */
+  tsr__manifest manifest;
+  char problem[sizeof(((tsr_plugin_report *)NULL)->reason)];
+} found_manifest;
+
+static void load_one(tsr_plugin_slot *slot, const filters *f, const found_manifest *fm) {
   tsr_plugin_report *r = &slot->report;
-  tsr__manifest m;
+  const tsr__manifest *m = &fm->manifest;
   char reason[sizeof r->reason];
-  if (!read_manifest(r->manifest, &m, reason, sizeof reason)) {
-    skip(slot, TSR_PLUGIN_SKIPPED, "%s", reason);
+  if (!fm->read) {
+    skip(slot, TSR_PLUGIN_SKIPPED, "%s", fm->problem);
     return;
   }
-  if (!resolve_library(r->manifest, m.library, r->library, sizeof r->library, reason,
+  if (!resolve_library(r->manifest, m->library, r->library, sizeof r->library, reason,
                        sizeof reason)) {
-    tsr__strlcpy(r->library, m.library, sizeof r->library); /* as written: it fits */
+    tsr__strlcpy(r->library, m->library, sizeof r->library); /* as written: it fits */
     skip(slot, TSR_PLUGIN_SKIPPED, "%s", reason);
     return;
   }
@@ -548,13 +599,13 @@ static void load_one(tsr_plugin_slot *slot, const filters *f) {
     skip(slot, TSR_PLUGIN_FILTERED, "in %s=%s", f->drop_source, f->drop);
     return;
   }
-  if (m.arch[0] && strcmp(m.arch, TSR_ARCH) != 0) {
-    skip(slot, TSR_PLUGIN_SKIPPED, "manifest arch = %s but this is %s", m.arch, TSR_ARCH);
+  if (m->arch[0] && strcmp(m->arch, TSR_ARCH) != 0) {
+    skip(slot, TSR_PLUGIN_SKIPPED, "manifest arch = %s but this is %s", m->arch, TSR_ARCH);
     return;
   }
-  if (m.abi && m.abi > TSR_PLUGIN_ABI_VERSION) {
+  if (m->abi && m->abi > TSR_PLUGIN_ABI_VERSION) {
     skip(slot, TSR_PLUGIN_SKIPPED,
-         "manifest abi = %u: plugin speaks only ABI versions newer than %d", m.abi,
+         "manifest abi = %u: plugin speaks only ABI versions newer than %d", m->abi,
          TSR_PLUGIN_ABI_VERSION);
     return;
   }
@@ -619,7 +670,9 @@ static void load_one(tsr_plugin_slot *slot, const filters *f) {
   const tsr_plugin_v2 *v2 = abi == 2 ? entries : NULL;
   uint32_t struct_size = v1 ? v1->struct_size : v2->struct_size;
   uint32_t table_abi = v1 ? v1->abi_version : v2->abi_version;
-  size_t expected = v1 ? sizeof(tsr_plugin_v1) : sizeof(tsr_plugin_v2);
+  /* ABI 2 tables grew by appending entries: the first release's size is
+   * the minimum, and what a table lacks of ours reads as NULL. */
+  size_t expected = v1 ? sizeof(tsr_plugin_v1) : TSR_PLUGIN_V2_MIN_SIZE;
   if (struct_size < expected || table_abi != abi) {
     skip(slot, TSR_PLUGIN_SKIPPED,
          "function table is malformed (struct_size %u, abi_version %u; expected >= %zu, %u)",
@@ -628,8 +681,11 @@ static void load_one(tsr_plugin_slot *slot, const filters *f) {
   }
   if (v1)
     tsr__plugin_entries_from_v1(v1, &slot->entries);
-  else
-    slot->entries = *v2;
+  else {
+    memset(&slot->entries, 0, sizeof slot->entries);
+    memcpy(&slot->entries, v2,
+           struct_size < sizeof slot->entries ? struct_size : sizeof slot->entries);
+  }
   const char *missing =
       tsr__plugin_missing_entry(&slot->entries, v1 ? v1->init != NULL : v2->init != NULL,
                                 v1 ? v1->op_run != NULL : v2->op_run != NULL);
@@ -698,11 +754,6 @@ static void load_one(tsr_plugin_slot *slot, const filters *f) {
 /* Discovery                                                                 */
 /* ------------------------------------------------------------------------ */
 
-typedef struct found_manifest {
-  char *name; /* file name without .conf */
-  char *path;
-} found_manifest;
-
 static int conf_filter(const struct dirent *entry) {
   size_t n = strlen(entry->d_name);
   return n > 5 && entry->d_name[0] != '.' && !strcmp(entry->d_name + n - 5, ".conf");
@@ -740,8 +791,9 @@ static void warn_unmatched(const char *list, const char *source, const found_man
       matched = (q == list || q[-1] == ',' || q[-1] == ' ') && !strncmp(q, p, length) &&
                 (q[length] == ',' || q[length] == ' ');
     if (!matched)
-      tsr__log(TSR_LOG_WARN, "%s names '%.*s', but no manifest %.*s.conf was found", source,
-               (int)length, p, (int)length, p);
+      tsr__log(TSR_LOG_WARN,
+               "%s names '%.*s', but no manifest has that name (name = key or file name)", source,
+               (int)length, p);
     p = end;
   }
 }
@@ -780,6 +832,7 @@ static tsr_status scan_dir(tsr__search_dir *dir, found_manifest **found, size_t 
     }
     if (status == TSR_OK) {
       found_manifest *fm = &(*found)[*count];
+      memset(fm, 0, sizeof *fm);
       const char *file = entries[i]->d_name;
       fm->name = strndup(file, strlen(file) - 5);
       fm->path = malloc(strlen(dir->path) + 1 + strlen(file) + 1);
@@ -828,6 +881,26 @@ static bool refuse_unfit(tsr_plugin_slot *slot, const found_manifest *fm) {
   return false;
 }
 
+/* Reads the manifest of `fm` (path fits a report) and takes its `name =` in
+ * place of the file name, so per-architecture files (cpu.x86_64-linux-gnu.conf)
+ * match TESSERA_BACKENDS=cpu. A manifest that cannot be read keeps its file
+ * name and says why when it is loaded. False when out of memory. */
+static bool read_found(found_manifest *fm) {
+  char name[MAX_NAME + 1];
+  fm->read = read_manifest(fm->path, &fm->manifest, name, fm->problem, sizeof fm->problem);
+  if (!fm->read)
+    return true;
+  fm->other_arch = fm->manifest.arch[0] && strcmp(fm->manifest.arch, TSR_ARCH) != 0;
+  if (!name[0] || !strcmp(name, fm->name))
+    return true;
+  char *copy = strdup(name);
+  if (!copy)
+    return false;
+  free(fm->name);
+  fm->name = copy;
+  return true;
+}
+
 tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_options *options) {
   static const char call[] = "tsr_context_create";
   dir_list dirs = {NULL, 0, 0, false};
@@ -860,6 +933,16 @@ tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_opti
              dirs.count - MAX_DIRS, dirs.count - MAX_DIRS == 1 ? "y" : "ies", MAX_DIRS,
              dirs.dirs[MAX_DIRS].path);
 
+  /* Every manifest is read before any loads: names decide duplicates. One
+   * whose path does not fit a report is refused unread below. */
+  for (size_t i = 0; i < found_count; i++) {
+    if (strlen(found[i].path) < sizeof(((tsr_plugin_report *)NULL)->manifest) &&
+        !read_found(&found[i])) {
+      free_found(found, found_count);
+      return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of memory reading manifests");
+    }
+  }
+
   filters f = {NULL, "TESSERA_BACKENDS", NULL, "TESSERA_DISABLE_BACKENDS"};
   f.only = tsr__getenv("TESSERA_BACKENDS");
   f.drop = tsr__getenv("TESSERA_DISABLE_BACKENDS");
@@ -888,16 +971,19 @@ tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_opti
     copy_marked(slot->report.manifest, sizeof slot->report.manifest, found[i].path);
     if (refuse_unfit(slot, &found[i]))
       continue;
+    /* Manifests of other architectures (multiarch systems install one per
+     * architecture, same name) neither claim a name nor lose it: each is
+     * skipped for its arch in load_one. */
     const found_manifest *first = NULL;
-    for (size_t j = 0; j < i && !first; j++)
-      if (!strcmp(found[j].name, found[i].name))
+    for (size_t j = 0; j < i && !first && !found[i].other_arch; j++)
+      if (!found[j].other_arch && !strcmp(found[j].name, found[i].name))
         first = &found[j];
     if (first) {
       skip(slot, TSR_PLUGIN_SKIPPED, "duplicate name: %s was first found at %s", found[i].name,
            first->path);
       continue;
     }
-    load_one(slot, &f);
+    load_one(slot, &f, &found[i]);
   }
   if (f.only && *f.only)
     warn_unmatched(f.only, f.only_source, found, found_count);

@@ -57,7 +57,15 @@ config_file=$(find "$prefix" -name tesseraConfig.cmake | head -n 1)
 for header in tessera.h plugin.h; do
   [ -f "$prefix/include/tessera/$header" ] || fail "include/tessera/$header not installed"
 done
-ls "$prefix"/share/tessera/plugins.d/cpu.conf >/dev/null || fail "no cpu.conf manifest installed"
+# Plugins: unversioned modules in <libdir>/tessera/plugins, manifests named
+# per architecture (cpu.<multiarch>.conf) with name = cpu.
+cpu_manifest=$(find "$prefix/share/tessera/plugins.d" -name 'cpu.*.conf' | head -n 1)
+[ -n "$cpu_manifest" ] || fail "no cpu.<arch>.conf manifest installed"
+grep -qx 'name = cpu' "$cpu_manifest" || fail "$cpu_manifest has no 'name = cpu'"
+cpu_plugin=$(find "$prefix" -path '*/tessera/plugins/libtessera-cpu.so' | head -n 1)
+[ -n "$cpu_plugin" ] || fail "no <libdir>/tessera/plugins/libtessera-cpu.so installed"
+[ -z "$(find "$prefix" -name 'libtessera-*.so.*')" ] ||
+  fail "versioned plugin files installed: $(find "$prefix" -name 'libtessera-*.so.*')"
 
 step "pkg-config files name this prefix"
 PKG_CONFIG_PATH=$(dirname "$pc_file")
@@ -116,12 +124,16 @@ grep -q cpu "$work/devices.out" || fail "the installed CPU plugin was not found"
 # ... and it is the installed one, found next to the installed libtessera.
 "$prefix/bin/tessera" devices --verbose >"$work/devices-verbose.out" 2>&1 ||
   { cat "$work/devices-verbose.out" >&2; fail "installed tessera devices --verbose failed"; }
-grep -qF "$prefix/share/tessera/plugins.d/cpu.conf" "$work/devices-verbose.out" ||
+grep -qF "$cpu_manifest" "$work/devices-verbose.out" ||
   { cat "$work/devices-verbose.out" >&2; fail "the CPU manifest was not read from the install"; }
 if grep -qF "$build" "$work/devices-verbose.out"; then
   cat "$work/devices-verbose.out" >&2
   fail "the installed tessera used files of the build tree"
 fi
+TESSERA_BACKENDS=cpu "$prefix/bin/tessera" devices >"$work/devices-cpu.out" 2>&1 ||
+  { cat "$work/devices-cpu.out" >&2; fail "installed tessera devices with TESSERA_BACKENDS=cpu failed"; }
+grep -q 'cpu:0' "$work/devices-cpu.out" ||
+  { cat "$work/devices-cpu.out" >&2; fail "TESSERA_BACKENDS=cpu does not match the manifest's name"; }
 if grep -q "tessera sample device" "$work/devices.out"; then
   fail "the sample device appeared without its directory being added"
 fi

@@ -11,7 +11,8 @@
  * and HOME, one library named twice, visible limits, environment warnings,
  * why a plugin has no device) are in loader_hardening.c, the cases for the
  * plugin rules of docs/PLUGINS.md (broken tables, no printing, unknown ops,
- * set_error, environment) in loader_rules.c, the helpers in loader_util.c.
+ * set_error, environment) in loader_rules.c, the `name =` key and
+ * per-architecture manifests in loader_names.c, the helpers in loader_util.c.
  *
  * Reason substrings asserted (report.reason of the broken manifest, state
  * SKIPPED unless noted; matching is case-sensitive):
@@ -564,15 +565,16 @@ static const loader_case cases[] = {
     {"sample_v1_ops", case_sample_v1_ops},
 };
 
-/* A case of this file's table, loader_hardening.c's or loader_rules.c's; NULL
- * when none. */
+/* A case of this file's table or of loader_hardening.c's, loader_rules.c's
+ * or loader_names.c's; NULL when none. */
 static const loader_case *find_case(const char *name, bool list) {
   const struct {
     const loader_case *cases;
     size_t count;
   } tables[] = {{cases, sizeof cases / sizeof cases[0]},
                 {loader_hardening_cases, loader_hardening_case_count},
-                {loader_rules_cases, loader_rules_case_count}};
+                {loader_rules_cases, loader_rules_case_count},
+                {loader_names_cases, loader_names_case_count}};
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
     for (size_t i = 0; i < tables[t].count; i++) {
       const loader_case *c = &tables[t].cases[i];

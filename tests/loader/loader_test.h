@@ -37,6 +37,9 @@ extern const size_t loader_hardening_case_count;
 /* The cases of loader_rules.c. */
 extern const loader_case loader_rules_cases[];
 extern const size_t loader_rules_case_count;
+/* The cases of loader_names.c. */
+extern const loader_case loader_names_cases[];
+extern const size_t loader_names_case_count;
 
 /* ---- files and directories of a case (under case_root) ---- */
 
