@@ -147,18 +147,36 @@ static uint32_t fused_widest(int32_t dtype) {
   return dtype == TSR_DTYPE_F32 ? 4 : 8;
 }
 
+/* What rmsnorm, layernorm and softmax planning share: x and y as row views
+ * (x's leading dimensions folded into d1, d2), 16-byte units where every
+ * view allows them, and the row count and length. */
+typedef struct fused_row_shape {
+  tsr_cl_row_view *x, *y;
+  int64_t *d1, *d2, *rows, *n;
+} fused_row_shape;
+
+static void fused_plan_rows(fused_launch *l, const char *kernel, const tsr_plugin_tensor *x,
+                            const tsr_plugin_tensor *y, fused_row_shape out) {
+  l->source = "rows";
+  l->kernel = kernel;
+  l->dtype = x->dtype;
+  l->vec = fused_widest(l->dtype);
+  *out.x = fused_row_view(x, out.d1, out.d2);
+  *out.y = fused_row_view(y, NULL, NULL);
+  fused_row_tensor(l, x, out.x);
+  fused_row_tensor(l, y, out.y);
+  l->n = x->shape[x->rank - 1];
+  l->rows = tsr_plugin_row_count(x);
+  *out.rows = l->rows;
+  *out.n = l->n;
+}
+
 static void fused_plan_rmsnorm(const tsr_rmsnorm_args *a, fused_launch *l) {
   tsr_cl_rmsnorm_params *q = &l->params.rmsnorm;
-  l->source = "rows";
-  l->kernel = "tsr_rmsnorm";
-  l->dtype = a->x.dtype;
-  l->vec = fused_widest(l->dtype);
-  q->x = fused_row_view(&a->x, &q->d1, &q->d2);
-  q->y = fused_row_view(&a->y, NULL, NULL);
+  fused_plan_rows(l, "tsr_rmsnorm", &a->x, &a->y,
+                  (fused_row_shape){&q->x, &q->y, &q->d1, &q->d2, &q->rows, &q->n});
   q->residual = q->x;
   q->residual_out = q->x;
-  fused_row_tensor(l, &a->x, &q->x);
-  fused_row_tensor(l, &a->y, &q->y);
   cl_mem x = opencl_tensor_mem(&a->x);
   l->mems[0] = x;
   l->mems[1] = fused_mem_or(&a->residual, x);
@@ -183,24 +201,14 @@ static void fused_plan_rmsnorm(const tsr_rmsnorm_args *a, fused_launch *l) {
     if (a->weight.dtype == TSR_DTYPE_F32)
       q->flags |= TSR_CL_RMSNORM_WEIGHT_F32;
   }
-  l->n = a->x.shape[a->x.rank - 1];
-  l->rows = tsr_plugin_row_count(&a->x);
-  q->rows = l->rows;
-  q->n = l->n;
   q->eps = a->eps;
   l->params_bytes = sizeof *q;
 }
 
 static void fused_plan_layernorm(const tsr_layernorm_args *a, fused_launch *l) {
   tsr_cl_layernorm_params *q = &l->params.layernorm;
-  l->source = "rows";
-  l->kernel = "tsr_layernorm";
-  l->dtype = a->x.dtype;
-  l->vec = fused_widest(l->dtype);
-  q->x = fused_row_view(&a->x, &q->d1, &q->d2);
-  q->y = fused_row_view(&a->y, NULL, NULL);
-  fused_row_tensor(l, &a->x, &q->x);
-  fused_row_tensor(l, &a->y, &q->y);
+  fused_plan_rows(l, "tsr_layernorm", &a->x, &a->y,
+                  (fused_row_shape){&q->x, &q->y, &q->d1, &q->d2, &q->rows, &q->n});
   cl_mem x = opencl_tensor_mem(&a->x);
   l->mems[0] = x;
   l->mems[1] = fused_mem_or(&a->weight, x);
@@ -221,31 +229,17 @@ static void fused_plan_layernorm(const tsr_layernorm_args *a, fused_launch *l) {
     if (a->bias.dtype == TSR_DTYPE_F32)
       q->flags |= TSR_CL_LAYERNORM_BIAS_F32;
   }
-  l->n = a->x.shape[a->x.rank - 1];
-  l->rows = tsr_plugin_row_count(&a->x);
-  q->rows = l->rows;
-  q->n = l->n;
   q->eps = a->eps;
   l->params_bytes = sizeof *q;
 }
 
 static void fused_plan_softmax(const tsr_softmax_args *a, fused_launch *l) {
   tsr_cl_softmax_params *q = &l->params.softmax;
-  l->source = "rows";
-  l->kernel = "tsr_softmax";
-  l->dtype = a->x.dtype;
-  l->vec = fused_widest(l->dtype);
-  q->x = fused_row_view(&a->x, &q->d1, &q->d2);
-  q->y = fused_row_view(&a->y, NULL, NULL);
-  fused_row_tensor(l, &a->x, &q->x);
-  fused_row_tensor(l, &a->y, &q->y);
+  fused_plan_rows(l, "tsr_softmax", &a->x, &a->y,
+                  (fused_row_shape){&q->x, &q->y, &q->d1, &q->d2, &q->rows, &q->n});
   l->mems[0] = opencl_tensor_mem(&a->x);
   l->mems[1] = opencl_tensor_mem(&a->y);
   l->mem_count = 2;
-  l->n = a->x.shape[a->x.rank - 1];
-  l->rows = tsr_plugin_row_count(&a->x);
-  q->rows = l->rows;
-  q->n = l->n;
   q->scale = a->scale;
   l->params_bytes = sizeof *q;
 }
