@@ -94,6 +94,9 @@ tsr_status tsr_gelu(tsr_queue *queue, const tsr_gelu_desc *desc) {
 tsr_status tsr_cross_entropy(tsr_queue *queue, const tsr_cross_entropy_desc *desc) {
   return tsr_op_run(queue, TSR_OP_CROSS_ENTROPY, desc);
 }
+tsr_status tsr_kv_append(tsr_queue *queue, const tsr_kv_append_desc *desc) {
+  return tsr_op_run(queue, TSR_OP_KV_APPEND, desc);
+}
 
 tsr_status tsr_op_variants(tsr_device *device, tsr_op op, const void *desc, tsr_variant_list *out) {
   static const char call[] = "tsr_op_variants";

@@ -272,8 +272,9 @@ tsr_status tsr__device_handle(tsr_device *device, const char *call, void **handl
 
 /* ---- validation (validate.c) ---- */
 
-/* Most tensor arguments of one op (attention: q, k, v, o, lse). */
-#define TSR__OP_MAX_TENSORS 5
+/* Most tensor arguments of one op (attention: q, k, v, o, lse and the four
+ * serving index tensors). */
+#define TSR__OP_MAX_TENSORS 9
 
 /* Normalised arguments of any op, ready for a plugin. */
 typedef struct tsr__op_args {

@@ -37,7 +37,11 @@ _Static_assert(sizeof(tsr_plugin_tensor) == 11 * sizeof(uint64_t),
 /* The signature, compact: a header word (op, presence and alignment of each
  * tensor, variant length), the variant's name, each tensor's dtype, rank,
  * extents and strides, then the op's scalars. */
-enum { TENSOR_WORDS = 9, VARIANT_WORDS = 8, SIGNATURE_WORDS = 1 + VARIANT_WORDS + 5 * 9 + 8 };
+enum {
+  TENSOR_WORDS = 9,
+  VARIANT_WORDS = 8,
+  SIGNATURE_WORDS = 1 + VARIANT_WORDS + 5 * 9 + 4 * 11 + 16
+};
 
 typedef struct op_signature {
   uint32_t count; /* words in use */
@@ -71,8 +75,19 @@ static bool make_signature(const tsr__op_args *args, op_signature *sig, uint64_t
   size_t skip = args->op == TSR_OP_ROPE           ? offsetof(tsr_rope_args, position_offset) / 8
                 : args->op == TSR_OP_GROUPED_GEMM ? offsetof(tsr_grouped_gemm_args, group_sizes) / 8
                                                   : 0;
-  for (size_t w = 1 + 11 * (size_t)tensors; w < end; w++)
-    key = tsr__key_add(key, w == skip ? 0 : raw[w]);
+  /* attention's appended index tensors: presence and structure, not where
+   * they live (plugins read them as plain int32) */
+  size_t extra_first = 0, extra_end = 0;
+  if (args->op == TSR_OP_ATTENTION) {
+    extra_first = offsetof(tsr_attention_args, cu_seqlens_q) / 8;
+    extra_end = extra_first + 4 * 11;
+  }
+  for (size_t w = 1 + 11 * (size_t)tensors; w < end; w++) {
+    uint64_t word = w == skip ? 0 : raw[w];
+    if (w >= extra_first && w < extra_end && (w - extra_first) % 11 < 2)
+      word = (w - extra_first) % 11 == 0 ? raw[w] != 0 : 0;
+    key = tsr__key_add(key, word);
+  }
   sig->count = key.count;
   *hash = tsr__key_hash(key);
   return true;

@@ -53,6 +53,8 @@ static const desc_layout layouts[TSR_OP_COUNT_] = {
     [TSR_OP_CROSS_ENTROPY] = {sizeof(tsr_cross_entropy_desc), 4,
                               SCALARS(tsr_cross_entropy_desc, ignore_index, ignore_index, 8),
                               offsetof(tsr_cross_entropy_desc, variant), (1u << 2) | (1u << 3)},
+    [TSR_OP_KV_APPEND] = {sizeof(tsr_kv_append_desc), 5, 0, 0,
+                          offsetof(tsr_kv_append_desc, variant), (1u << 2) | (1u << 3)},
 };
 
 _Static_assert(offsetof(tsr_gemm_desc, a) == sizeof(size_t) &&
@@ -63,7 +65,8 @@ _Static_assert(offsetof(tsr_gemm_desc, a) == sizeof(size_t) &&
                    offsetof(tsr_rope_desc, x) == sizeof(size_t) &&
                    offsetof(tsr_swiglu_desc, gate) == sizeof(size_t) &&
                    offsetof(tsr_gelu_desc, x) == sizeof(size_t) &&
-                   offsetof(tsr_cross_entropy_desc, logits) == sizeof(size_t),
+                   offsetof(tsr_cross_entropy_desc, logits) == sizeof(size_t) &&
+                   offsetof(tsr_kv_append_desc, k_new) == sizeof(size_t),
                "descriptors start with struct_size, then their tensors");
 _Static_assert(sizeof(tsr_tensor) == 11 * sizeof(uint64_t) &&
                    offsetof(tsr_tensor, dtype) == 2 * sizeof(uint64_t),
@@ -102,6 +105,13 @@ static bool make_key(tsr_op op, const void *desc, tsr__desc_key *key) {
   memcpy(&struct_size, desc, sizeof struct_size);
   if (!layout->size || struct_size != layout->size)
     return false;
+  if (op == TSR_OP_ATTENTION) {
+    /* the serving forms: their index tensors are not among the key's */
+    const tsr_attention_desc *a = desc;
+    if (a->cu_seqlens_q.buffer || a->cu_seqlens_kv.buffer || a->block_table.buffer ||
+        a->seqlens_kv.buffer || a->softcap != 0.0f || a->max_seqlen_q || a->max_seqlen_kv)
+      return false;
+  }
   const char *variant;
   memcpy(&variant, (const char *)desc + layout->variant, sizeof variant);
   size_t variant_length = variant ? strnlen(variant, 64) : 0;

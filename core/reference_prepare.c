@@ -10,14 +10,16 @@
 
 /* Offsets of the tensor fields in each op's args struct; -1 ends a list. */
 #define T(type, field) (int)offsetof(type, field)
-static const int tensor_fields[TSR_OP_COUNT_][6] = {
+static const int tensor_fields[TSR_OP_COUNT_][10] = {
     [TSR_OP_GEMM] = {T(tsr_gemm_args, a), T(tsr_gemm_args, b), T(tsr_gemm_args, c),
                      T(tsr_gemm_args, bias), T(tsr_gemm_args, d), -1},
     [TSR_OP_GROUPED_GEMM] = {T(tsr_grouped_gemm_args, a), T(tsr_grouped_gemm_args, b),
                              T(tsr_grouped_gemm_args, bias), T(tsr_grouped_gemm_args, d), -1},
     [TSR_OP_ATTENTION] = {T(tsr_attention_args, q), T(tsr_attention_args, k),
                           T(tsr_attention_args, v), T(tsr_attention_args, o),
-                          T(tsr_attention_args, lse), -1},
+                          T(tsr_attention_args, lse), T(tsr_attention_args, cu_seqlens_q),
+                          T(tsr_attention_args, cu_seqlens_kv), T(tsr_attention_args, block_table),
+                          T(tsr_attention_args, seqlens_kv), -1},
     [TSR_OP_RMSNORM] = {T(tsr_rmsnorm_args, x), T(tsr_rmsnorm_args, residual),
                         T(tsr_rmsnorm_args, weight), T(tsr_rmsnorm_args, y),
                         T(tsr_rmsnorm_args, residual_out), -1},
@@ -29,6 +31,9 @@ static const int tensor_fields[TSR_OP_COUNT_][6] = {
     [TSR_OP_GELU] = {T(tsr_gelu_args, x), T(tsr_gelu_args, y), -1},
     [TSR_OP_CROSS_ENTROPY] = {T(tsr_cross_entropy_args, logits), T(tsr_cross_entropy_args, targets),
                               T(tsr_cross_entropy_args, loss), T(tsr_cross_entropy_args, lse), -1},
+    [TSR_OP_KV_APPEND] = {T(tsr_kv_append_args, k_new), T(tsr_kv_append_args, v_new),
+                          T(tsr_kv_append_args, k_cache), T(tsr_kv_append_args, v_cache),
+                          T(tsr_kv_append_args, slots), -1},
 };
 #undef T
 

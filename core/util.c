@@ -57,8 +57,8 @@ tsr_dtype tsr_dtype_from_name(const char *name) {
 }
 
 static const char *const op_names[TSR_OP_COUNT_] = {
-    "gemm",    "grouped_gemm", "attention", "rmsnorm", "layernorm",
-    "softmax", "rope",         "swiglu",    "gelu",    "cross_entropy"};
+    "gemm", "grouped_gemm", "attention", "rmsnorm",       "layernorm", "softmax",
+    "rope", "swiglu",       "gelu",      "cross_entropy", "kv_append"};
 
 const char *tsr_op_name(tsr_op op) {
   if ((int)op < 0 || op >= TSR_OP_COUNT_)

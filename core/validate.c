@@ -193,16 +193,58 @@ static int64_t unbounded_window(int64_t window, int64_t reach) {
   return window < 0 || window >= reach ? -1 : window;
 }
 
+/* An i32 index tensor of the serving forms: rank 1 [extent] (rank 2 for the
+ * block table, checked by the caller). */
+static tsr_status require_index_extent(const checker *ck, int index, int64_t extent,
+                                       const char *meaning) {
+  const tsr_tensor *t = ck_tensor_of(ck, index);
+  if (t->buffer != NULL && t->shape[0] != extent)
+    return tsr__fail(TSR_ERROR_SHAPE_MISMATCH, ck->call,
+                     "%s.shape[0] = %" PRId64 " but it must be %" PRId64 " (%s)",
+                     ck->slots[index].name, t->shape[0], extent, meaning);
+  return TSR_OK;
+}
+
+/* A host bound of the lengths: 0 means the layout's own bound; otherwise
+ * it must lie in [1, layout]. */
+static tsr_status resolve_bound(const checker *ck, const char *name, int64_t given, int64_t layout,
+                                const char *layout_name, int64_t *out) {
+  if (given < 0 || given > layout)
+    return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
+                     "%s = %" PRId64 " but it must be in [0, %" PRId64 "] (%s; 0: that bound)",
+                     name, given, layout, layout_name);
+  *out = given != 0 ? given : layout;
+  return TSR_OK;
+}
+
 static tsr_status validate_attention(checker *ck, const void *raw, tsr__op_args *out) {
   tsr_attention_args *args = &out->u.attention;
-  TRY(ck_check_struct_size(ck, raw, sizeof(tsr_attention_desc), "tsr_attention_desc"));
-  const tsr_attention_desc *desc = raw;
+  const size_t dense_size = offsetof(tsr_attention_desc, cu_seqlens_q);
+  TRY(ck_check_struct_size(ck, raw, dense_size, "tsr_attention_desc"));
+  /* A caller built before the serving fields passes the shorter struct: its
+   * missing fields read as zero (the dense form). The copy outlives this
+   * function because the checker's slots point into it until
+   * tsr__validate_op has collected the buffers. */
+  size_t given;
+  memcpy(&given, raw, sizeof given);
+  static _Thread_local tsr_attention_desc copy;
+  memset(&copy, 0, sizeof copy);
+  memcpy(&copy, raw, given < sizeof copy ? given : sizeof copy);
+  const tsr_attention_desc *desc = &copy;
   out->variant = desc->variant;
-  int q = ck_add_slot(ck, "q", &desc->q, SLOT_REQUIRED, 4, 4);
-  int k = ck_add_slot(ck, "k", &desc->k, SLOT_REQUIRED, 4, 4);
-  int v = ck_add_slot(ck, "v", &desc->v, SLOT_REQUIRED, 4, 4);
-  int o = ck_add_slot(ck, "o", &desc->o, SLOT_REQUIRED | SLOT_OUTPUT, 4, 4);
-  int lse = ck_add_slot(ck, "lse", &desc->lse, SLOT_OUTPUT, 3, 3);
+  const bool packed_q = desc->cu_seqlens_q.buffer != NULL;
+  const bool packed_kv = desc->cu_seqlens_kv.buffer != NULL;
+  const bool paged = desc->block_table.buffer != NULL;
+  const int32_t q_rank = packed_q ? 3 : 4, kv_rank = packed_kv ? 3 : 4;
+  int q = ck_add_slot(ck, "q", &desc->q, SLOT_REQUIRED, q_rank, q_rank);
+  int k = ck_add_slot(ck, "k", &desc->k, SLOT_REQUIRED, kv_rank, kv_rank);
+  int v = ck_add_slot(ck, "v", &desc->v, SLOT_REQUIRED, kv_rank, kv_rank);
+  int o = ck_add_slot(ck, "o", &desc->o, SLOT_REQUIRED | SLOT_OUTPUT, q_rank, q_rank);
+  int lse = ck_add_slot(ck, "lse", &desc->lse, SLOT_OUTPUT, q_rank - 1, q_rank - 1);
+  int cu_q = ck_add_slot(ck, "cu_seqlens_q", &desc->cu_seqlens_q, 0, 1, 1);
+  int cu_kv = ck_add_slot(ck, "cu_seqlens_kv", &desc->cu_seqlens_kv, 0, 1, 1);
+  int table = ck_add_slot(ck, "block_table", &desc->block_table, 0, 2, 2);
+  int lens_kv = ck_add_slot(ck, "seqlens_kv", &desc->seqlens_kv, 0, 1, 1);
 
   TRY(ck_check_common_front(ck));
   TRY(ck_require_data_dtype(ck, q));
@@ -210,28 +252,110 @@ static tsr_status validate_attention(checker *ck, const void *raw, tsr__op_args 
   TRY(ck_require_same_dtype(ck, v, q));
   TRY(ck_require_same_dtype(ck, o, q));
   TRY(ck_require_dtype(ck, lse, TSR_DTYPE_F32));
+  TRY(ck_require_dtype(ck, cu_q, TSR_DTYPE_I32));
+  TRY(ck_require_dtype(ck, cu_kv, TSR_DTYPE_I32));
+  TRY(ck_require_dtype(ck, table, TSR_DTYPE_I32));
+  TRY(ck_require_dtype(ck, lens_kv, TSR_DTYPE_I32));
+  if (packed_kv && paged)
+    return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
+                     "cu_seqlens_kv and block_table are both given but keys are either packed "
+                     "or paged");
+  if (paged && !desc->seqlens_kv.buffer)
+    return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
+                     "block_table is given without seqlens_kv (a paged cache needs each "
+                     "sequence's key count)");
   TRY(ck_check_ranks(ck));
   TRY(ck_check_sizes_and_bounds(ck));
 
-  TRY(ck_require_extent(ck, k, 0, q, 0)); /* B */
-  TRY(ck_require_extent(ck, k, 3, q, 3)); /* D */
+  /* Extents: D is the last, heads the one before, in every layout. */
+  const int32_t qd = q_rank - 1, kd = kv_rank - 1;
+  TRY(ck_require_extent(ck, k, kd, q, qd)); /* D */
   TRY(ck_require_same_shape(ck, v, k));
   TRY(ck_require_same_shape(ck, o, q));
-  const int64_t heads_q = desc->q.shape[2], heads_kv = desc->k.shape[2];
+  const int64_t heads_q = desc->q.shape[qd - 1], heads_kv = desc->k.shape[kd - 1];
   if (heads_q % heads_kv != 0)
     return tsr__fail(TSR_ERROR_SHAPE_MISMATCH, ck->call,
-                     "q.shape[2] = %" PRId64 " is not a multiple of k.shape[2] = %" PRId64
+                     "q.shape[%d] = %" PRId64 " is not a multiple of k.shape[%d] = %" PRId64
                      " (query heads must share key/value heads evenly)",
-                     heads_q, heads_kv);
-  TRY(ck_require_extent(ck, lse, 0, q, 0)); /* B */
-  TRY(ck_require_extent(ck, lse, 1, q, 2)); /* Hq */
-  TRY(ck_require_extent(ck, lse, 2, q, 1)); /* Sq */
+                     (int)(qd - 1), heads_q, (int)(kd - 1), heads_kv);
+  int64_t batch;
+  if (packed_q) {
+    if (desc->cu_seqlens_q.shape[0] < 1)
+      return tsr__fail(TSR_ERROR_SHAPE_MISMATCH, ck->call,
+                       "cu_seqlens_q.shape[0] = 0 but it holds B + 1 offsets");
+    batch = desc->cu_seqlens_q.shape[0] - 1;
+    TRY(ck_require_extent(ck, lse, 0, q, 1)); /* Hq */
+    TRY(ck_require_extent(ck, lse, 1, q, 0)); /* total_q */
+  } else {
+    batch = desc->q.shape[0];
+    TRY(ck_require_extent(ck, lse, 0, q, 0)); /* B */
+    TRY(ck_require_extent(ck, lse, 1, q, 2)); /* Hq */
+    TRY(ck_require_extent(ck, lse, 2, q, 1)); /* Sq */
+  }
+  TRY(require_index_extent(ck, cu_kv, batch + 1, "B + 1 offsets"));
+  TRY(require_index_extent(ck, table, batch, "a row per sequence"));
+  TRY(require_index_extent(ck, lens_kv, batch, "a length per sequence"));
+  int64_t kv_capacity; /* the most keys one sequence can have */
+  if (paged) {
+    const int64_t block_size = desc->k.shape[1];
+    if (block_size % 8 != 0)
+      return tsr__fail(TSR_ERROR_SHAPE_MISMATCH, ck->call,
+                       "k.shape[1] = %" PRId64 " is the block size of a paged cache and must be "
+                       "a multiple of 8",
+                       block_size);
+    if (__builtin_mul_overflow(desc->block_table.shape[1], block_size, &kv_capacity) ||
+        kv_capacity > INT32_MAX)
+      return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
+                       "block_table.shape[1] = %" PRId64 " blocks of %" PRId64
+                       " keys pass 2^31 - 1 keys per sequence",
+                       desc->block_table.shape[1], block_size);
+  } else if (packed_kv) {
+    kv_capacity = desc->k.shape[0];
+  } else {
+    TRY(ck_require_extent(ck, k, 0, q, 0)); /* B */
+    kv_capacity = desc->k.shape[1];
+  }
+  if (!packed_q && !packed_kv && !paged && batch != desc->k.shape[0])
+    TRY(ck_require_extent(ck, k, 0, q, 0));
+  const int64_t q_capacity = packed_q ? desc->q.shape[0] : desc->q.shape[1];
+  if ((packed_q || packed_kv || paged) && (q_capacity > INT32_MAX || kv_capacity > INT32_MAX))
+    return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
+                     "%" PRId64 " query rows or %" PRId64 " keys pass the 2^31 - 1 that i32 "
+                     "offsets reach",
+                     q_capacity, kv_capacity);
+  int64_t max_q = q_capacity, max_kv = kv_capacity;
+  if (packed_q)
+    TRY(resolve_bound(ck, "max_seqlen_q", desc->max_seqlen_q, q_capacity, "q.shape[0]", &max_q));
+  else if (desc->max_seqlen_q != 0 && desc->max_seqlen_q != q_capacity)
+    return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
+                     "max_seqlen_q = %" PRId64 " but dense queries all have q.shape[1] = %" PRId64
+                     " rows (0 or that)",
+                     desc->max_seqlen_q, q_capacity);
+  if (packed_kv || paged || desc->seqlens_kv.buffer)
+    TRY(resolve_bound(ck, "max_seqlen_kv", desc->max_seqlen_kv, kv_capacity,
+                      paged       ? "block_table.shape[1] * k.shape[1]"
+                      : packed_kv ? "k.shape[0]"
+                                  : "k.shape[1]",
+                      &max_kv));
+  else if (desc->max_seqlen_kv != 0 && desc->max_seqlen_kv != kv_capacity)
+    return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
+                     "max_seqlen_kv = %" PRId64 " but dense keys all have k.shape[1] = %" PRId64
+                     " rows (0 or that; seqlens_kv gives shorter ones)",
+                     desc->max_seqlen_kv, kv_capacity);
 
   TRY(ck_require_finite_non_negative(ck, "scale", desc->scale));
+  TRY(ck_require_finite_non_negative(ck, "softcap", desc->softcap));
   if (desc->causal && desc->window_right > 0)
     return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
                      "window_right = %" PRId64 " but causal attention needs -1 or 0",
                      desc->window_right);
+  const bool serving =
+      packed_q || packed_kv || paged || desc->seqlens_kv.buffer || desc->softcap != 0.0f;
+  if (serving && !(ck->device->info.op_mask & (1u << TSR_OP_KV_APPEND)))
+    return tsr__fail(TSR_ERROR_UNSUPPORTED, ck->call,
+                     "%s's plugin predates packed, paged and softcapped attention (it has no "
+                     "kv_append)",
+                     ck->device->info.selector);
 
   TRY(ck_check_overlaps(ck));
 
@@ -241,10 +365,68 @@ static tsr_status validate_attention(checker *ck, const void *raw, tsr__op_args 
   ck_convert_tensor(&desc->v, &args->v);
   ck_convert_tensor(&desc->o, &args->o);
   ck_convert_tensor(&desc->lse, &args->lse);
-  args->scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)desc->q.shape[3]));
+  ck_convert_tensor(&desc->cu_seqlens_q, &args->cu_seqlens_q);
+  ck_convert_tensor(&desc->cu_seqlens_kv, &args->cu_seqlens_kv);
+  ck_convert_tensor(&desc->block_table, &args->block_table);
+  ck_convert_tensor(&desc->seqlens_kv, &args->seqlens_kv);
+  args->scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)desc->q.shape[qd]));
   args->causal = desc->causal ? 1 : 0;
-  args->window_left = unbounded_window(desc->window_left, desc->k.shape[1]);
-  args->window_right = desc->causal ? 0 : unbounded_window(desc->window_right, desc->q.shape[1]);
+  args->window_left = unbounded_window(desc->window_left, max_kv);
+  args->window_right = desc->causal ? 0 : unbounded_window(desc->window_right, max_q);
+  args->batch = batch;
+  args->max_seqlen_q = max_q;
+  args->max_seqlen_kv = max_kv;
+  args->softcap = desc->softcap;
+  args->reserved = 0;
+  return TSR_OK;
+}
+
+/* ---- kv_append ---- */
+
+static tsr_status validate_kv_append(checker *ck, const void *raw, tsr__op_args *out) {
+  tsr_kv_append_args *args = &out->u.kv_append;
+  TRY(ck_check_struct_size(ck, raw, sizeof(tsr_kv_append_desc), "tsr_kv_append_desc"));
+  const tsr_kv_append_desc *desc = raw;
+  out->variant = desc->variant;
+  int k_new = ck_add_slot(ck, "k_new", &desc->k_new, SLOT_REQUIRED, 3, 3);
+  int v_new = ck_add_slot(ck, "v_new", &desc->v_new, 0, 3, 3);
+  int k_cache = ck_add_slot(ck, "k_cache", &desc->k_cache, SLOT_REQUIRED | SLOT_OUTPUT, 4, 4);
+  int v_cache = ck_add_slot(ck, "v_cache", &desc->v_cache, SLOT_OUTPUT, 4, 4);
+  int slots = ck_add_slot(ck, "slots", &desc->slots, SLOT_REQUIRED, 1, 1);
+
+  TRY(ck_check_common_front(ck));
+  if ((desc->v_new.buffer == NULL) != (desc->v_cache.buffer == NULL))
+    return tsr__fail(TSR_ERROR_NULL_ARGUMENT, ck->call,
+                     "%s is given without %s (values are appended as a pair or not at all)",
+                     desc->v_new.buffer ? "v_new" : "v_cache",
+                     desc->v_new.buffer ? "v_cache" : "v_new");
+  TRY(ck_require_data_dtype(ck, k_new));
+  TRY(ck_require_same_dtype(ck, v_new, k_new));
+  TRY(ck_require_same_dtype(ck, k_cache, k_new));
+  TRY(ck_require_same_dtype(ck, v_cache, k_new));
+  TRY(ck_require_dtype(ck, slots, TSR_DTYPE_I32));
+  TRY(ck_check_ranks(ck));
+  TRY(ck_check_sizes_and_bounds(ck));
+  TRY(ck_require_same_shape(ck, v_new, k_new));
+  TRY(ck_require_same_shape(ck, v_cache, k_cache));
+  TRY(ck_require_extent(ck, k_cache, 2, k_new, 1)); /* Hkv */
+  TRY(ck_require_extent(ck, k_cache, 3, k_new, 2)); /* D */
+  TRY(ck_require_extent(ck, slots, 0, k_new, 0));   /* T */
+  int64_t cache_slots;
+  if (__builtin_mul_overflow(desc->k_cache.shape[0], desc->k_cache.shape[1], &cache_slots) ||
+      cache_slots > INT32_MAX)
+    return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,
+                     "k_cache holds %" PRId64 " x %" PRId64
+                     " slots, more than i32 slots reach (2^31 - 1)",
+                     desc->k_cache.shape[0], desc->k_cache.shape[1]);
+  TRY(ck_check_overlaps(ck));
+
+  args->struct_size = sizeof *args;
+  ck_convert_tensor(&desc->k_new, &args->k_new);
+  ck_convert_tensor(&desc->v_new, &args->v_new);
+  ck_convert_tensor(&desc->k_cache, &args->k_cache);
+  ck_convert_tensor(&desc->v_cache, &args->v_cache);
+  ck_convert_tensor(&desc->slots, &args->slots);
   return TSR_OK;
 }
 
@@ -498,7 +680,7 @@ static tsr_status validate_cross_entropy(checker *ck, const void *raw, tsr__op_a
 /* ---- entry points ---- */
 
 int tsr__op_tensor_count(tsr_op op) {
-  static const int counts[TSR_OP_COUNT_] = {5, 4, 5, 5, 4, 2, 2, 3, 2, 4};
+  static const int counts[TSR_OP_COUNT_] = {5, 4, 5, 5, 4, 2, 2, 3, 2, 4, 5};
   return (int)op >= 0 && op < TSR_OP_COUNT_ ? counts[op] : 0;
 }
 
@@ -590,6 +772,9 @@ tsr_status tsr__validate_op(tsr_device *device, tsr_op op, const void *desc, con
   case TSR_OP_CROSS_ENTROPY:
     status = validate_cross_entropy(&ck, desc, out);
     break;
+  case TSR_OP_KV_APPEND:
+    status = validate_kv_append(&ck, desc, out);
+    break;
   case TSR_OP_COUNT_:
     break;
   }
@@ -627,6 +812,8 @@ const void *tsr__op_args_pointer(const tsr__op_args *args) {
     return &args->u.gelu;
   case TSR_OP_CROSS_ENTROPY:
     return &args->u.cross_entropy;
+  case TSR_OP_KV_APPEND:
+    return &args->u.kv_append;
   case TSR_OP_COUNT_:
     break;
   }

@@ -9,7 +9,7 @@
  * still reaching every remainder path: extents 1, 7, 17, 127, 1793, padded
  * and permuted strides, empty groups and fully masked rows. */
 
-#define MAX_CASES 32
+#define MAX_CASES 48
 
 typedef struct case_table {
   int count;
@@ -187,6 +187,131 @@ static problem_spec window(problem_spec s, int64_t left, int64_t right) {
   return s;
 }
 
+/* Serving forms: per-sequence lengths (lens_q may be NULL: dense q). */
+static problem_spec serving(problem_spec s, bool packed_q, attention_kv_layout kv,
+                            const int64_t *lens_q, const int64_t *lens_kv) {
+  attention_spec *a = &s.attention;
+  a->packed_q = packed_q;
+  a->kv_layout = kv;
+  a->seqlens_kv = kv == KV_PAGED || (kv == KV_DENSE && lens_kv != NULL);
+  a->hint_lengths = true;
+  for (int64_t b = 0; b < a->batch; b++) {
+    if (lens_q)
+      a->q_lens[b] = lens_q[b];
+    if (lens_kv)
+      a->kv_lens[b] = lens_kv[b];
+    if (lens_q && lens_q[b] > a->seq_q)
+      a->seq_q = lens_q[b];
+    if (lens_kv && lens_kv[b] > a->seq_kv && kv != KV_DENSE)
+      a->seq_kv = lens_kv[b];
+  }
+  return s;
+}
+
+static problem_spec paged(problem_spec s, int64_t block_size, int64_t shared, int64_t spare,
+                          int64_t slack) {
+  s.attention.block_size = block_size;
+  s.attention.shared_blocks = shared;
+  s.attention.spare_blocks = spare;
+  s.attention.table_slack = slack;
+  return s;
+}
+
+static problem_spec softcapped(problem_spec s, float cap) {
+  s.attention.softcap = cap;
+  return s;
+}
+
+static problem_spec planted(problem_spec s, planted_fault fault) {
+  if (s.op == TSR_OP_KV_APPEND)
+    s.kv_append.fault = fault;
+  else
+    s.attention.fault = fault;
+  s.nan_outputs = s.op == TSR_OP_ATTENTION;
+  return s;
+}
+
+/* Lengths 0 and 1, lengths of no tile's multiple, shuffled and shared
+ * blocks, block sizes 8, 16, 24 and 256, GQA 1, 4 and 8, windows with
+ * packed sequences, softcap, and seqlens over a padded dense cache. */
+static void serving_cases(case_table *t) {
+  static const int64_t q24[] = {0, 1, 17, 70};
+  add(t, with_lse(causal(serving(attention(4, 4, 1, 0, 0, 64), true, KV_PACKED, q24, q24))), true);
+  static const int64_t q25[] = {33, 5, 100};
+  add(t, bhsd(serving(attention(3, 2, 2, 0, 0, 32), true, KV_PACKED, q25, q25)), false); /* 25 */
+  static const int64_t kv26[] = {300, 0, 37, 1, 129};
+  add(t,
+      with_lse(
+          paged(serving(attention(5, 8, 1, 1, 0, 128), false, KV_PAGED, NULL, kv26), 16, 2, 3, 3)),
+      true); /* 26: decode, shared prefix blocks, spare blocks, table slack */
+  static const int64_t kv27[] = {9, 200, 64};
+  add(t,
+      with_lse(causal(
+          paged(serving(attention(3, 8, 2, 4, 0, 64), false, KV_PAGED, NULL, kv27), 8, 0, 1, 0))),
+      false); /* 27: four query rows per sequence (speculative decode) */
+  static const int64_t q28[] = {5, 40, 1}, kv28[] = {20, 40, 90};
+  add(t,
+      causal(paged(serving(attention(3, 4, 4, 0, 0, 64), true, KV_PAGED, q28, kv28), 16, 0, 0, 1)),
+      false); /* 28: chunked prefill against a paged cache */
+  static const int64_t q29[] = {50, 3, 77};
+  add(t,
+      with_lse(
+          window(causal(serving(attention(3, 4, 2, 0, 0, 64), true, KV_PACKED, q29, q29)), 16, 0)),
+      false);                                                                       /* 29 */
+  add(t, with_lse(softcapped(causal(attention(2, 4, 2, 33, 47, 64)), 2.0f)), true); /* 30 */
+  static const int64_t kv31[] = {100, 513};
+  add(t,
+      with_lse(softcapped(
+          paged(serving(attention(2, 16, 2, 1, 0, 128), false, KV_PAGED, NULL, kv31), 256, 0, 0, 0),
+          5.0f)),
+      false); /* 31: block size 256 */
+  static const int64_t kv32[] = {64, 10, 0};
+  problem_spec s = serving(attention(3, 4, 4, 2, 64, 32), false, KV_DENSE, NULL, kv32);
+  s.attention.hint_lengths = false; /* 32: seqlens over a padded dense cache, no hints */
+  add(t, with_lse(s), false);
+  static const int64_t q33[] = {3, 1, 8}, kv33[] = {10, 1, 20};
+  add(t, with_lse(causal(serving(attention(3, 2, 1, 0, 0, 80), true, KV_PACKED, q33, kv33))),
+      false); /* 33: queries the end of longer keys */
+  static const int64_t kv34[] = {1, 24, 49};
+  add(t, paged(serving(attention(3, 2, 2, 1, 0, 16), false, KV_PAGED, NULL, kv34), 24, 1, 0, 2),
+      false); /* 34 */
+  static const int64_t kv35[] = {1793, 2500};
+  add(t,
+      with_lse(
+          paged(serving(attention(2, 8, 2, 1, 0, 128), false, KV_PAGED, NULL, kv35), 16, 0, 4, 0)),
+      false); /* 35: long keys, the split path */
+  static const int64_t q36[] = {127, 300, 65};
+  add(t, with_lse(causal(serving(attention(3, 8, 2, 0, 0, 128), true, KV_PACKED, q36, q36))),
+      false); /* 36: varlen prefill on the tile path */
+  /* Planted faults in device data: reported by tsr_queue_finish, the
+   * faulty sequences' rows NaN (or untouched when they cannot be found),
+   * every other sequence right. */
+  static const int64_t kv37[] = {40, 17, 100};
+  add(t,
+      planted(with_lse(paged(serving(attention(3, 4, 2, 1, 0, 64), false, KV_PAGED, NULL, kv37), 16,
+                             0, 0, 1)),
+              FAULT_BLOCK_TABLE),
+      true); /* 37 */
+  static const int64_t q38[] = {5, 7, 9, 11};
+  add(t,
+      planted(with_lse(serving(attention(4, 2, 2, 0, 0, 32), true, KV_PACKED, q38, q38)),
+              FAULT_CU_SEQLENS_Q),
+      false);
+  add(t,
+      planted(serving(attention(4, 2, 1, 0, 0, 32), true, KV_PACKED, q38, q38),
+              FAULT_CU_SEQLENS_KV),
+      false); /* 39 */
+  add(t,
+      planted(paged(serving(attention(3, 4, 2, 2, 0, 64), false, KV_PAGED, NULL, kv37), 8, 0, 0, 0),
+              FAULT_SEQLENS_KV),
+      false);
+  add(t,
+      planted(with_lse(paged(serving(attention(3, 4, 1, 1, 0, 64), false, KV_PAGED, NULL, kv37), 16,
+                             0, 0, 0)),
+              FAULT_MAX_SEQLEN_KV),
+      false); /* 41 */
+}
+
 static void attention_cases(case_table *t) {
   add(t, attention(1, 1, 1, 1, 1, 16), true);                       /* 0 */
   add(t, attention(2, 4, 4, 17, 17, 64), false);                    /* 1 */
@@ -219,6 +344,7 @@ static void attention_cases(case_table *t) {
   add(t, with_lse(non_finite(causal(attention(1, 4, 2, 21, 29, 32)))), true); /* 21 */
   add(t, with_lse(non_finite(bhsd(attention(2, 2, 2, 17, 17, 64)))), false);
   add(t, with_lse(non_finite(attention(1, 4, 4, 33, 65, 128))), false); /* 23 */
+  serving_cases(t);
 }
 
 static problem_spec rows(tsr_op op, int32_t rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
@@ -403,6 +529,32 @@ static void cross_entropy_cases(case_table *t) {
   add(t, ignoring(cross_entropy(5, 64, true), -100, 1), false); /* every row ignored */
 }
 
+static problem_spec kv_append(int64_t rows, int64_t heads, int64_t dim, int64_t blocks,
+                              int64_t block_size, bool values, bool strided, int64_t skip_every) {
+  problem_spec s;
+  memset(&s, 0, sizeof s);
+  s.op = TSR_OP_KV_APPEND;
+  kv_append_spec *k = &s.kv_append;
+  k->rows = rows;
+  k->heads = heads;
+  k->head_dim = dim;
+  k->blocks = blocks;
+  k->block_size = block_size;
+  k->values = values;
+  k->strided_new = strided;
+  k->skip_every = skip_every;
+  return s;
+}
+
+static void kv_append_cases(case_table *t) {
+  add(t, kv_append(1, 1, 16, 2, 8, true, false, 0), true);
+  add(t, kv_append(17, 4, 64, 8, 16, true, false, 5), true);
+  add(t, kv_append(33, 2, 128, 10, 8, false, true, 0), false);
+  add(t, kv_append(7, 8, 80, 3, 24, true, true, 3), false);
+  add(t, kv_append(256, 8, 128, 2, 256, true, false, 0), false);
+  add(t, planted(kv_append(9, 2, 32, 4, 8, true, false, 0), FAULT_KV_SLOT), true);
+}
+
 const check_case *check_cases(tsr_op op, int *count) {
   static case_table tables[TSR_OP_COUNT_];
   static bool built = false;
@@ -417,6 +569,7 @@ const check_case *check_cases(tsr_op op, int *count) {
     swiglu_cases(&tables[TSR_OP_SWIGLU]);
     gelu_cases(&tables[TSR_OP_GELU]);
     cross_entropy_cases(&tables[TSR_OP_CROSS_ENTROPY]);
+    kv_append_cases(&tables[TSR_OP_KV_APPEND]);
     built = true;
   }
   if ((int)op < 0 || op >= TSR_OP_COUNT_) {

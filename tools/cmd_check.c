@@ -140,6 +140,21 @@ static void execute_case(tsr_device *device, const tsr_device_info *info, tsr_qu
   }
   status = tsr_queue_finish(queue);
   record->seconds = now_seconds() - start;
+  char fault_buf[128];
+  const char *fault = problem_expected_fault(spec, fault_buf, sizeof fault_buf);
+  if (fault) {
+    /* the planted fault must be reported, and named; the outputs are then
+     * verified as usual (the faulty sequence NaN, the others right) */
+    if (status != TSR_ERROR_INVALID_VALUE || !strstr(tsr_last_error(), fault)) {
+      record->result = OUTCOME_FAIL;
+      snprintf(record->message, sizeof record->message,
+               "tsr_queue_finish returned %s (%s) but the planted fault needs "
+               "TSR_ERROR_INVALID_VALUE naming '%s'",
+               tsr_status_name(status), status == TSR_OK ? "no error" : tsr_last_error(), fault);
+      return;
+    }
+    status = TSR_OK;
+  }
   if (status != TSR_OK) {
     record->result = OUTCOME_ERROR;
     snprintf(record->message, sizeof record->message, "tsr_queue_finish returned %s: %s",

@@ -159,21 +159,94 @@ static tsr_tensor bshd_view(tsr_dtype dtype, int64_t b, int64_t s, int64_t h, in
   return tsr_tensor_make(NULL, 0, dtype, 4, shape);
 }
 
+/* [rows, H, D] of packed sequences, stored as such or as [H, rows, D]. */
+static tsr_tensor packed_view(tsr_dtype dtype, int64_t rows, int64_t h, int64_t d, bool permuted) {
+  if (permuted) {
+    int64_t storage[3] = {h, rows, d};
+    return transposed_view(dtype, 3, storage, 0, 1);
+  }
+  int64_t shape[3] = {rows, h, d};
+  return tsr_tensor_make(NULL, 0, dtype, 3, shape);
+}
+
 static void layout_attention(problem *p) {
   const attention_spec *a = &p->spec.attention;
   tsr_dtype dt = p->spec.dtype;
-  add_tensor(p, "q", ROLE_INPUT,
-             bshd_view(dt, a->batch, a->seq_q, a->heads_q, a->head_dim, a->bhsd));
-  add_tensor(p, "k", ROLE_INPUT,
-             bshd_view(dt, a->batch, a->seq_kv, a->heads_kv, a->head_dim, a->bhsd));
-  add_tensor(p, "v", ROLE_INPUT,
-             bshd_view(dt, a->batch, a->seq_kv, a->heads_kv, a->head_dim, a->bhsd));
-  add_tensor(p, "o", ROLE_OUTPUT,
-             bshd_view(dt, a->batch, a->seq_q, a->heads_q, a->head_dim, a->bhsd));
+  int64_t total_q = 0, total_kv = 0;
+  for (int64_t b = 0; b < a->batch; b++) {
+    total_q += attention_q_len(a, b);
+    total_kv += attention_kv_len(a, b);
+  }
+  tsr_tensor q = a->packed_q ? packed_view(dt, total_q, a->heads_q, a->head_dim, a->bhsd)
+                             : bshd_view(dt, a->batch, a->seq_q, a->heads_q, a->head_dim, a->bhsd);
+  tsr_tensor kv;
+  if (a->kv_layout == KV_PACKED) {
+    kv = packed_view(dt, total_kv, a->heads_kv, a->head_dim, a->bhsd);
+  } else if (a->kv_layout == KV_PAGED) {
+    /* [blocks, bs, H, D], or stored [blocks, H, bs, D] as some engines keep it */
+    kv = bshd_view(dt, attention_pool_blocks(a), a->block_size, a->heads_kv, a->head_dim, a->bhsd);
+  } else {
+    kv = bshd_view(dt, a->batch, a->seq_kv, a->heads_kv, a->head_dim, a->bhsd);
+  }
+  add_tensor(p, "q", ROLE_INPUT, q);
+  add_tensor(p, "k", ROLE_INPUT, kv);
+  add_tensor(p, "v", ROLE_INPUT, kv);
+  add_tensor(p, "o", ROLE_OUTPUT, q);
   if (a->has_lse) {
     int64_t shape[3] = {a->batch, a->heads_q, a->seq_q};
-    add_tensor(p, "lse", ROLE_OUTPUT, tsr_tensor_make(NULL, 0, TSR_DTYPE_F32, 3, shape));
+    if (a->packed_q) {
+      shape[0] = a->heads_q;
+      shape[1] = total_q;
+    }
+    add_tensor(p, "lse", ROLE_OUTPUT,
+               tsr_tensor_make(NULL, 0, TSR_DTYPE_F32, a->packed_q ? 2 : 3, shape));
   }
+  int64_t offsets = a->batch + 1;
+  if (a->packed_q)
+    add_tensor(p, "cu_seqlens_q", ROLE_INPUT, tsr_tensor_make(NULL, 0, TSR_DTYPE_I32, 1, &offsets));
+  if (a->kv_layout == KV_PACKED)
+    add_tensor(p, "cu_seqlens_kv", ROLE_INPUT,
+               tsr_tensor_make(NULL, 0, TSR_DTYPE_I32, 1, &offsets));
+  if (a->kv_layout == KV_PAGED) {
+    int64_t shape[2] = {a->batch, attention_table_columns(a)};
+    add_tensor(p, "block_table", ROLE_INPUT, tsr_tensor_make(NULL, 0, TSR_DTYPE_I32, 2, shape));
+  }
+  if (a->seqlens_kv || a->kv_layout == KV_PAGED)
+    add_tensor(p, "seqlens_kv", ROLE_INPUT, tsr_tensor_make(NULL, 0, TSR_DTYPE_I32, 1, &a->batch));
+}
+
+static void layout_kv_append(problem *p) {
+  const kv_append_spec *k = &p->spec.kv_append;
+  tsr_dtype dt = p->spec.dtype;
+  tsr_tensor fresh = packed_view(dt, k->rows, k->heads, k->head_dim, k->strided_new);
+  tsr_tensor cache = bshd_view(dt, k->blocks, k->block_size, k->heads, k->head_dim, false);
+  add_tensor(p, "k_new", ROLE_INPUT, fresh);
+  if (k->values)
+    add_tensor(p, "v_new", ROLE_INPUT, fresh);
+  add_tensor(p, "k_cache", ROLE_INOUT, cache);
+  if (k->values)
+    add_tensor(p, "v_cache", ROLE_INOUT, cache);
+  add_tensor(p, "slots", ROLE_INPUT, tsr_tensor_make(NULL, 0, TSR_DTYPE_I32, 1, &k->rows));
+}
+
+/* The slot of new row t: distinct slots spread over the cache in no order,
+ * every skip_every-th one -1 (padding). */
+int64_t problem_kv_slot(const kv_append_spec *k, int64_t t) {
+  if (k->skip_every > 0 && t % k->skip_every == k->skip_every - 1)
+    return -1;
+  const int64_t slots = k->blocks * k->block_size;
+  int64_t step = slots / 3 + 1;
+  for (;; step++) { /* coprime with slots: t -> slot is one to one */
+    int64_t x = step, y = slots;
+    while (y != 0) {
+      int64_t r = x % y;
+      x = y;
+      y = r;
+    }
+    if (x == 1)
+      break;
+  }
+  return (t * step + 5) % slots;
 }
 
 static void layout_rows(problem *p) {
@@ -281,7 +354,33 @@ static void make_descriptor(problem *p) {
     desc.causal = a->causal;
     desc.window_left = a->window_left;
     desc.window_right = a->window_right;
+    desc.cu_seqlens_q = tensor_or_absent(p, "cu_seqlens_q");
+    desc.cu_seqlens_kv = tensor_or_absent(p, "cu_seqlens_kv");
+    desc.block_table = tensor_or_absent(p, "block_table");
+    desc.seqlens_kv = tensor_or_absent(p, "seqlens_kv");
+    if (a->hint_lengths) {
+      for (int64_t b = 0; b < a->batch; b++) {
+        if (a->packed_q && attention_q_len(a, b) > desc.max_seqlen_q)
+          desc.max_seqlen_q = attention_q_len(a, b);
+        if ((a->kv_layout != KV_DENSE || a->seqlens_kv) &&
+            attention_kv_len(a, b) > desc.max_seqlen_kv)
+          desc.max_seqlen_kv = attention_kv_len(a, b);
+      }
+    }
+    if (a->fault == FAULT_MAX_SEQLEN_KV)
+      desc.max_seqlen_kv--;
+    desc.softcap = a->softcap;
     d->attention = desc;
+    break;
+  }
+  case TSR_OP_KV_APPEND: {
+    tsr_kv_append_desc desc = TSR_KV_APPEND_DESC_INIT;
+    desc.k_new = tensor_or_absent(p, "k_new");
+    desc.v_new = tensor_or_absent(p, "v_new");
+    desc.k_cache = tensor_or_absent(p, "k_cache");
+    desc.v_cache = tensor_or_absent(p, "v_cache");
+    desc.slots = tensor_or_absent(p, "slots");
+    d->kv_append = desc;
     break;
   }
   case TSR_OP_RMSNORM: {
@@ -495,6 +594,37 @@ static double input_value(const problem *p, const problem_tensor *t, rng *genera
   double special;
   if (p->spec.special != SPECIAL_NONE && special_input(p, t, linear, u, &special))
     return special;
+  if (t->view.dtype == TSR_DTYPE_I32 && p->spec.op == TSR_OP_ATTENTION) {
+    const attention_spec *a = &p->spec.attention;
+    if (strcmp(t->name, "block_table") == 0) {
+      const int64_t columns = t->view.shape[1];
+      if (a->fault == FAULT_BLOCK_TABLE && linear == columns)
+        return (double)attention_pool_blocks(a);
+      return (double)attention_block_of(a, linear / columns, linear % columns);
+    }
+    if (strcmp(t->name, "seqlens_kv") == 0) {
+      if (a->fault == FAULT_SEQLENS_KV && linear == 0)
+        return (double)(a->kv_layout == KV_PAGED ? attention_table_columns(a) * a->block_size
+                                                 : a->seq_kv) +
+               1.0;
+      return (double)attention_kv_len(a, linear);
+    }
+    if (a->fault == FAULT_CU_SEQLENS_Q && linear == 2 && strcmp(t->name, "cu_seqlens_q") == 0)
+      return (double)(t->view.shape[0] > 0 ? 1 << 20 : 0);
+    if (a->fault == FAULT_CU_SEQLENS_KV && linear == 1 && strcmp(t->name, "cu_seqlens_kv") == 0)
+      return -3.0;
+    int64_t offset = 0; /* cu_seqlens_q / cu_seqlens_kv: the running sums */
+    for (int64_t b = 0; b < linear; b++)
+      offset +=
+          strcmp(t->name, "cu_seqlens_q") == 0 ? attention_q_len(a, b) : attention_kv_len(a, b);
+    return (double)offset;
+  }
+  if (p->spec.op == TSR_OP_KV_APPEND && strcmp(t->name, "slots") == 0) {
+    const kv_append_spec *k = &p->spec.kv_append;
+    if (k->fault == FAULT_KV_SLOT && linear == 3)
+      return (double)(k->blocks * k->block_size);
+    return (double)problem_kv_slot(k, linear);
+  }
   if (p->spec.op == TSR_OP_CROSS_ENTROPY && strcmp(t->name, "targets") == 0) {
     const cross_entropy_spec *c = &p->spec.cross_entropy;
     if (c->ignore_every > 0 && linear % c->ignore_every == c->ignore_every - 1)
@@ -587,6 +717,9 @@ static tsr_status layout_and_fill(problem *p, const problem_spec *spec, uint64_t
     break;
   case TSR_OP_CROSS_ENTROPY:
     layout_cross_entropy(p);
+    break;
+  case TSR_OP_KV_APPEND:
+    layout_kv_append(p);
     break;
   default:
     snprintf(p->error, sizeof p->error, "unknown op %d", (int)spec->op);
@@ -729,6 +862,9 @@ tsr_status problem_run(problem *p, tsr_queue *queue, const char *variant) {
     break;
   case TSR_OP_CROSS_ENTROPY:
     desc.cross_entropy.variant = variant;
+    break;
+  case TSR_OP_KV_APPEND:
+    desc.kv_append.variant = variant;
     break;
   default:
     break;

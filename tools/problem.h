@@ -13,7 +13,8 @@
 #include "tessera/tessera.h"
 
 #define PROBLEM_MAX_GROUPS 64
-#define PROBLEM_MAX_TENSORS 6
+#define PROBLEM_MAX_TENSORS 10
+#define PROBLEM_MAX_SEQS 64
 
 /* ---- what a problem is: the parameters of each op ---- */
 
@@ -41,6 +42,29 @@ typedef struct grouped_gemm_spec {
   tsr_activation activation;
 } grouped_gemm_spec;
 
+typedef enum attention_kv_layout { KV_DENSE = 0, KV_PACKED = 1, KV_PAGED = 2 } attention_kv_layout;
+
+/* Device-data faults a case plants (the op must fail at tsr_queue_finish
+ * naming them, and still be right elsewhere). */
+typedef enum planted_fault {
+  FAULT_NONE = 0,
+  FAULT_BLOCK_TABLE,   /* block_table[1, 0] = the pool's size */
+  FAULT_CU_SEQLENS_Q,  /* cu_seqlens_q[2] past total_q: sequences 1 and 2 */
+  FAULT_CU_SEQLENS_KV, /* cu_seqlens_kv[1] = -3: sequences 0 and 1 */
+  FAULT_SEQLENS_KV,    /* seqlens_kv[0] one past what the layout holds */
+  FAULT_MAX_SEQLEN_KV, /* max_seqlen_kv one short of the longest */
+  FAULT_KV_SLOT        /* kv_append: slots[3] = num_blocks * block_size */
+} planted_fault;
+
+typedef struct kv_append_spec {
+  int64_t rows, heads, head_dim; /* k_new [rows, heads, D] */
+  int64_t blocks, block_size;    /* the cache [blocks, block_size, heads, D] */
+  bool values;                   /* v_new and v_cache too */
+  bool strided_new;              /* k_new, v_new as [heads, rows, D] storage (permuted) */
+  int64_t skip_every;            /* every n-th slot is -1 (padding); 0: none */
+  planted_fault fault;           /* FAULT_NONE or FAULT_KV_SLOT */
+} kv_append_spec;
+
 typedef struct attention_spec {
   int64_t batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
   bool bhsd; /* q, k, v, o stored [B, H, S, D]: a BSHD view with permuted strides */
@@ -48,6 +72,23 @@ typedef struct attention_spec {
   int64_t window_left, window_right; /* -1: unbounded */
   bool has_lse;
   float scale; /* 0: 1/sqrt(D) */
+  /* Serving forms. Each of the `batch` sequences has its own lengths when
+   * packed or given seqlens: q_lens (packed q) and kv_lens (packed or paged
+   * keys, or dense keys with seqlens_kv); seq_q / seq_kv are then the
+   * dense extents or the longest lengths. */
+  bool packed_q;                     /* q, o [total_q, Hq, D] with cu_seqlens_q */
+  attention_kv_layout kv_layout;     /* dense, packed (cu_seqlens_kv) or paged */
+  bool seqlens_kv;                   /* pass seqlens_kv (always when paged) */
+  int64_t q_lens[PROBLEM_MAX_SEQS];  /* packed q */
+  int64_t kv_lens[PROBLEM_MAX_SEQS]; /* packed, paged or seqlens_kv */
+  int64_t block_size;                /* paged */
+  int64_t spare_blocks;              /* paged: blocks of the pool no sequence uses */
+  int64_t shared_blocks;             /* paged: every sequence's first blocks are sequence 0's */
+  int64_t table_slack;               /* paged: block-table columns past the longest need */
+  bool hint_lengths;                 /* pass max_seqlen_q / max_seqlen_kv (else 0) */
+  float softcap;
+  int64_t lens_lo, lens_hi; /* lengths drawn by attention_skewed_lengths (SHAPE lens=LO-HI) */
+  planted_fault fault;
 } attention_spec;
 
 /* rmsnorm, layernorm, softmax, swiglu, gelu: tensors of `rank` extents whose
@@ -107,6 +148,7 @@ typedef struct problem_spec {
     rows_spec rows;
     rope_spec rope;
     cross_entropy_spec cross_entropy;
+    kv_append_spec kv_append;
   };
 } problem_spec;
 
@@ -125,6 +167,29 @@ bool problem_spec_parse(problem_spec *spec, tsr_op op, tsr_dtype dtype, const ch
                         bool causal, char *why, size_t capacity);
 /* Help text on SHAPE syntax, one line per op. */
 const char *problem_shape_help(void);
+
+/* Whether an attention problem uses a serving form; the sequences' lengths. */
+bool attention_is_serving(const attention_spec *a);
+int64_t attention_q_len(const attention_spec *a, int64_t b);
+int64_t attention_kv_len(const attention_spec *a, int64_t b);
+/* Paged: blocks of the pool, block-table columns, and the block holding
+ * block j of sequence b (unused columns hold an out-of-range value). */
+int64_t attention_pool_blocks(const attention_spec *a);
+int64_t attention_table_columns(const attention_spec *a);
+int64_t attention_block_of(const attention_spec *a, int64_t b, int64_t j);
+/* Parses the serving options after a SHAPE's extents (":paged=16:lens=512-8192");
+ * false with `why` when one does not fit. Appends them in the same syntax. */
+bool attention_parse_options(attention_spec *a, const char *options, char *why, size_t capacity);
+void attention_format_options(const attention_spec *a, char *buf, size_t capacity);
+/* Query/key pairs the masks let through, summed over the sequences (per head). */
+double attention_visible_pairs_total(const attention_spec *a);
+/* Fills lens[0..count) with a skewed spread over [lo, hi] (a quarter of them
+ * long), the same for the same arguments. */
+void attention_skewed_lengths(int64_t *lens, int64_t count, int64_t lo, int64_t hi);
+
+/* What tsr_queue_finish's error must say for a planted fault; NULL when the
+ * spec plants none. */
+const char *problem_expected_fault(const problem_spec *spec, char *buf, size_t capacity);
 
 /* Floating-point operations (multiply-add = 2) of the problem; 0 for ops
  * that are bound by memory. */
@@ -163,6 +228,7 @@ typedef union problem_desc {
   tsr_swiglu_desc swiglu;
   tsr_gelu_desc gelu;
   tsr_cross_entropy_desc cross_entropy;
+  tsr_kv_append_desc kv_append;
 } problem_desc;
 
 typedef struct problem {

@@ -14,6 +14,8 @@ void problem_append(char *buf, size_t capacity, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Rows over all groups of a grouped GEMM. */
 int64_t problem_group_total(const grouped_gemm_spec *g);
+/* kv_append's slot for new row t (-1: skipped). */
+int64_t problem_kv_slot(const kv_append_spec *k, int64_t t);
 /* Elements of a rows op's tensor (the product of its extents). */
 int64_t problem_rows_numel(const rows_spec *r);
 

@@ -104,6 +104,43 @@ void problem_describe(const problem_spec *spec, char *buf, size_t capacity) {
       problem_append(buf, capacity, " scale=%g", (double)a->scale);
     if (a->has_lse)
       problem_append(buf, capacity, " lse");
+    if (attention_is_serving(a)) {
+      if (a->packed_q)
+        problem_append(buf, capacity, " packed_q");
+      if (a->kv_layout == KV_PACKED)
+        problem_append(buf, capacity, " packed_kv");
+      if (a->kv_layout == KV_PAGED)
+        problem_append(buf, capacity, " paged(bs=%lld pool=%lld%s%s)", (long long)a->block_size,
+                       (long long)attention_pool_blocks(a), a->shared_blocks ? " shared" : "",
+                       a->table_slack ? " slack" : "");
+      else if (a->seqlens_kv)
+        problem_append(buf, capacity, " seqlens_kv");
+      if (a->softcap != 0.0f)
+        problem_append(buf, capacity, " softcap=%g", (double)a->softcap);
+      if (!a->hint_lengths)
+        problem_append(buf, capacity, " no_hints");
+      if (a->packed_q || a->kv_layout != KV_DENSE || a->seqlens_kv) {
+        problem_append(buf, capacity, " lens(q:kv)=");
+        for (int64_t b = 0; b < a->batch && b < 6; b++)
+          problem_append(buf, capacity, "%s%lld:%lld", b ? "," : "",
+                         (long long)attention_q_len(a, b), (long long)attention_kv_len(a, b));
+        if (a->batch > 6)
+          problem_append(buf, capacity, ",...");
+      }
+    }
+    break;
+  }
+  case TSR_OP_KV_APPEND: {
+    const kv_append_spec *k = &spec->kv_append;
+    problem_append(buf, capacity, "t=%lld hkv=%lld d=%lld cache=%lldx%lld", (long long)k->rows,
+                   (long long)k->heads, (long long)k->head_dim, (long long)k->blocks,
+                   (long long)k->block_size);
+    if (!k->values)
+      problem_append(buf, capacity, " keys_only");
+    if (k->strided_new)
+      problem_append(buf, capacity, " strided");
+    if (k->skip_every)
+      problem_append(buf, capacity, " skip_every=%lld", (long long)k->skip_every);
     break;
   }
   case TSR_OP_RMSNORM:
@@ -196,7 +233,17 @@ void problem_format_shape(const problem_spec *spec, char *buf, size_t capacity) 
     const attention_spec *a = &spec->attention;
     problem_append(buf, capacity, "%lldx%lldx%lldx%lldx%lldx%lld%s", (long long)a->batch,
                    (long long)a->heads_q, (long long)a->heads_kv, (long long)a->seq_q,
-                   (long long)a->seq_kv, (long long)a->head_dim, a->causal ? " causal" : "");
+                   (long long)a->seq_kv, (long long)a->head_dim, "");
+    attention_format_options(a, buf, capacity);
+    if (a->causal)
+      problem_append(buf, capacity, " causal");
+    break;
+  }
+  case TSR_OP_KV_APPEND: {
+    const kv_append_spec *k = &spec->kv_append;
+    problem_append(buf, capacity, "%lldx%lldx%lldx%lldx%lld", (long long)k->rows,
+                   (long long)k->heads, (long long)k->head_dim, (long long)k->blocks,
+                   (long long)k->block_size);
     break;
   }
   case TSR_OP_ROPE: {
@@ -218,11 +265,14 @@ void problem_format_shape(const problem_spec *spec, char *buf, size_t capacity) 
 const char *problem_shape_help(void) {
   return "  gemm           MxNxK or BATCHxMxNxK (row-major A [M,K], B [K,N])\n"
          "  grouped_gemm   GxTxNxK (T rows split over G groups as evenly as possible)\n"
-         "  attention      BxHqxHkvxSqxSkvxD (add --causal for a causal mask)\n"
+         "  attention      BxHqxHkvxSqxSkvxD (add --causal for a causal mask), then\n"
+         "                 options :packed :packed_q :paged=BS :lens=LO-HI :softcap=X\n"
+         "                 :shared=N (32x32x8x1x8192x128:paged=16:lens=512-8192 is decode)\n"
          "  rmsnorm, layernorm, softmax, swiglu, gelu\n"
          "                 RxN (rows x row length; 1 to 4 extents)\n"
          "  rope           BxSxHxD\n"
-         "  cross_entropy  RxV (rows x vocabulary)\n";
+         "  cross_entropy  RxV (rows x vocabulary)\n"
+         "  kv_append      TxHkvxDxBLOCKSxBLOCK_SIZE (T new rows into the paged cache)\n";
 }
 
 bool problem_spec_from_shape(problem_spec *spec, tsr_op op, tsr_dtype dtype, const char *shape,
@@ -243,7 +293,15 @@ bool problem_spec_from_shape(problem_spec *spec, tsr_op op, tsr_dtype dtype, con
 bool problem_spec_parse(problem_spec *spec, tsr_op op, tsr_dtype dtype, const char *shape,
                         bool causal, char *why, size_t capacity) {
   int64_t e[8];
-  int count = parse_shape(shape, e, 8);
+  /* attention's serving options follow the extents after a ':' */
+  char extents[128];
+  const char *options = strchr(shape, ':');
+  size_t extents_length = options ? (size_t)(options - shape) : strlen(shape);
+  if (extents_length >= sizeof extents)
+    extents_length = sizeof extents - 1;
+  memcpy(extents, shape, extents_length);
+  extents[extents_length] = '\0';
+  int count = options && op != TSR_OP_ATTENTION ? 0 : parse_shape(extents, e, 8);
   memset(spec, 0, sizeof *spec);
   spec->op = op;
   spec->dtype = dtype;
@@ -287,7 +345,7 @@ bool problem_spec_parse(problem_spec *spec, tsr_op op, tsr_dtype dtype, const ch
       a->causal = causal;
       a->window_left = -1;
       a->window_right = causal ? 0 : -1;
-      return true;
+      return options ? attention_parse_options(a, options, why, capacity) : true;
     }
     want = "BxHqxHkvxSqxSkvxD with Hq a multiple of Hkv";
     break;
@@ -327,6 +385,19 @@ bool problem_spec_parse(problem_spec *spec, tsr_op op, tsr_dtype dtype, const ch
       return true;
     }
     want = "RxV";
+    break;
+  case TSR_OP_KV_APPEND:
+    if (count == 5 && e[4] > 0) {
+      kv_append_spec *k = &spec->kv_append;
+      k->rows = e[0];
+      k->heads = e[1];
+      k->head_dim = e[2];
+      k->blocks = e[3];
+      k->block_size = e[4];
+      k->values = true;
+      return true;
+    }
+    want = "TxHkvxDxBLOCKSxBLOCK_SIZE";
     break;
   default:
     break;
@@ -372,6 +443,8 @@ double problem_flops(const problem_spec *spec) {
   case TSR_OP_ATTENTION: {
     const attention_spec *a = &spec->attention;
     /* q k^T and p v: two multiply-adds per visible pair and channel. */
+    if (attention_is_serving(a))
+      return 4.0 * (double)a->heads_q * (double)a->head_dim * attention_visible_pairs_total(a);
     return 4.0 * (double)a->batch * (double)a->heads_q * (double)a->head_dim *
            attention_visible_pairs(a);
   }
@@ -404,10 +477,14 @@ double problem_bytes(const problem_spec *spec) {
   }
   case TSR_OP_ATTENTION: {
     const attention_spec *a = &spec->attention;
-    double q = (double)(a->batch * a->seq_q * a->heads_q * a->head_dim);
-    double kv = (double)(a->batch * a->seq_kv * a->heads_kv * a->head_dim);
-    return (2.0 * q + 2.0 * kv) * es +
-           (a->has_lse ? 4.0 * (double)(a->batch * a->heads_q * a->seq_q) : 0.0);
+    double q_rows = 0.0, kv_rows = 0.0; /* what the sequences use, not the pool */
+    for (int64_t b = 0; b < a->batch; b++) {
+      q_rows += (double)attention_q_len(a, b);
+      kv_rows += (double)attention_kv_len(a, b);
+    }
+    double q = q_rows * (double)(a->heads_q * a->head_dim);
+    double kv = kv_rows * (double)(a->heads_kv * a->head_dim);
+    return (2.0 * q + 2.0 * kv) * es + (a->has_lse ? 4.0 * q_rows * (double)a->heads_q : 0.0);
   }
   case TSR_OP_RMSNORM:
   case TSR_OP_LAYERNORM:
@@ -433,6 +510,11 @@ double problem_bytes(const problem_spec *spec) {
   case TSR_OP_CROSS_ENTROPY: {
     const cross_entropy_spec *c = &spec->cross_entropy;
     return (double)(c->rows * c->vocab) * es + (double)c->rows * (4.0 + 4.0 + (c->has_lse ? 4 : 0));
+  }
+  case TSR_OP_KV_APPEND: {
+    const kv_append_spec *k = &spec->kv_append;
+    return (k->values ? 4.0 : 2.0) * (double)(k->rows * k->heads * k->head_dim) * es +
+           4.0 * (double)k->rows;
   }
   default:
     return 0.0;

@@ -63,6 +63,7 @@ tsr_status problem_reference(problem *p) {
     tsr_swiglu_args swiglu;
     tsr_gelu_args gelu;
     tsr_cross_entropy_args cross_entropy;
+    tsr_kv_append_args kv_append;
   } args;
   status = tsr_reference_prepare(device, p->spec.op, problem_descriptor(p), host_copy_of, p, &args,
                                  sizeof args);
@@ -73,8 +74,15 @@ tsr_status problem_reference(problem *p) {
     return tsr_reference_gemm(&args.gemm, reference_of(p, "d"));
   case TSR_OP_GROUPED_GEMM:
     return tsr_reference_grouped_gemm(&args.grouped, reference_of(p, "d"));
-  case TSR_OP_ATTENTION:
+  case TSR_OP_ATTENTION: {
+    /* Rows no sequence owns (or whose offsets are at fault) keep the NaN the
+     * outputs start with. */
+    for (int i = 0; i < p->tensor_count; i++)
+      if (p->tensors[i].reference)
+        for (int64_t e = 0; e < p->tensors[i].numel; e++)
+          p->tensors[i].reference[e] = NAN;
     return tsr_reference_attention(&args.attention, reference_of(p, "o"), reference_of(p, "lse"));
+  }
   case TSR_OP_RMSNORM:
     return tsr_reference_rmsnorm(&args.rmsnorm, reference_of(p, "y"),
                                  reference_of(p, "residual_out"));
@@ -91,6 +99,11 @@ tsr_status problem_reference(problem *p) {
   case TSR_OP_CROSS_ENTROPY:
     return tsr_reference_cross_entropy(&args.cross_entropy, reference_of(p, "loss"),
                                        reference_of(p, "lse"));
+  case TSR_OP_KV_APPEND: {
+    tsr_status status = tsr_reference_kv_append(&args.kv_append, reference_of(p, "k_cache"),
+                                                reference_of(p, "v_cache"));
+    return status == TSR_ERROR_INVALID_VALUE && p->spec.kv_append.fault ? TSR_OK : status;
+  }
   default:
     return TSR_ERROR_INVALID_VALUE;
   }
@@ -140,7 +153,9 @@ static double output_bound(const problem *p, const problem_tensor *t) {
        * product, so lse is held to the dtype's precision, not f32's. */
       return bound_for(dt, (double)a->head_dim, true, 0.0);
     }
-    return bound_for(dt, (double)(a->seq_kv + a->head_dim), true, 0.0);
+    /* softcap's tanh is one more transcendental step on each score */
+    return bound_for(dt, (double)(a->seq_kv + a->head_dim), true, 0.0) *
+           (a->softcap != 0.0f ? 2.0 : 1.0);
   }
   case TSR_OP_RMSNORM:
   case TSR_OP_LAYERNORM:
@@ -162,6 +177,8 @@ static double output_bound(const problem *p, const problem_tensor *t) {
     return bound_for(dt, 1.0, true, 0.0);
   case TSR_OP_CROSS_ENTROPY:
     return bound_for(TSR_DTYPE_F32, (double)p->spec.cross_entropy.vocab, true, 0.0);
+  case TSR_OP_KV_APPEND:
+    return ldexp(1.0, -60); /* a copy: exact (a bound above 0 keeps ratios finite) */
   default:
     return 0.0;
   }

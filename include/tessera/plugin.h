@@ -138,14 +138,154 @@ typedef struct tsr_grouped_gemm_args {
  * f32 [B, Hq, Sq]. scale already resolved (never 0). window_right is 0 when
  * causal was asked. Windows are -1 (unbounded) or 0 <= window_left < Skv and
  * 0 <= window_right < Sq: the core passes wider or negative ones as -1, so
- * position +- window never overflows. */
+ * position +- window never overflows.
+ *
+ * Serving (appended; read them only when struct_size covers them, and a
+ * plugin built before them never gets a problem that uses them: the core
+ * sends those only to devices whose op_mask has TSR_OP_KV_APPEND). The
+ * layouts are tessera.h's tsr_attention_desc:
+ * - cu_seqlens_q present: q, o [total_q, Hq, D] (rank 3), lse [Hq, total_q].
+ * - cu_seqlens_kv present: k, v [total_kv, Hkv, D] (rank 3).
+ * - block_table present: k, v [num_blocks, block_size, Hkv, D], block_size a
+ *   multiple of 8; seqlens_kv then present.
+ * - batch is B; max_seqlen_q and max_seqlen_kv are resolved bounds (never 0
+ *   unless every length is 0): dense q gives Sq, dense k Skv. Windows are
+ *   normalised against these bounds as above.
+ * - softcap: 0 none, else > 0 and finite.
+ * The i32 tensors are device data: a kernel checks what it uses (offsets
+ * non-decreasing within the layout, lengths within the layout and the bounds,
+ * block entries in [0, num_blocks)) and reports a fault through its queue
+ * (TSR_PLUGIN_FAULT_*, tsr_plugin_fault_report), writing NaN into o and lse
+ * of the sequence where it can. Their alignment is not in the op cache's
+ * signature: read them as plain int32 at any 4-byte address. */
 typedef struct tsr_attention_args {
   uint32_t struct_size;
   tsr_plugin_tensor q, k, v, o, lse;
   float scale;
   int32_t causal;
   int64_t window_left, window_right;
+  /* ---- appended: serving ---- */
+  tsr_plugin_tensor cu_seqlens_q, cu_seqlens_kv, block_table, seqlens_kv;
+  int64_t batch;
+  int64_t max_seqlen_q, max_seqlen_kv;
+  float softcap;
+  int32_t reserved;
 } tsr_attention_args;
+
+/* True when a problem uses any serving field (a plugin that has only the dense
+ * kernels declines these). */
+static inline int tsr_plugin_attention_is_serving(const tsr_attention_args *a) {
+  return a->struct_size >= sizeof(tsr_attention_args) &&
+         (a->cu_seqlens_q.buffer || a->cu_seqlens_kv.buffer || a->block_table.buffer ||
+          a->seqlens_kv.buffer || a->softcap != 0.0f);
+}
+
+/* Faults kernels find in device-resident indices (cross-entropy targets,
+ * attention offsets and block tables, kv_append slots), reported by
+ * queue_finish. A GPU plugin keeps TSR_PLUGIN_FAULT_COUNT int32 words per
+ * queue, each the smallest index at fault of its kind (an atomic min), reset
+ * to TSR_PLUGIN_FAULT_NONE; the CPU plugin records them directly. */
+enum {
+  TSR_PLUGIN_FAULT_CE_TARGET = 0,     /* cross_entropy: the row */
+  TSR_PLUGIN_FAULT_CU_SEQLENS_Q = 1,  /* attention: the sequence b */
+  TSR_PLUGIN_FAULT_CU_SEQLENS_KV = 2, /* attention: b */
+  TSR_PLUGIN_FAULT_SEQLENS_KV = 3,    /* attention: b (negative or past the layout) */
+  TSR_PLUGIN_FAULT_BLOCK_TABLE = 4,   /* attention: b (an entry outside the cache) */
+  TSR_PLUGIN_FAULT_MAX_SEQLEN_Q = 5,  /* attention: b (longer than max_seqlen_q) */
+  TSR_PLUGIN_FAULT_MAX_SEQLEN_KV = 6, /* attention: b (longer than max_seqlen_kv) */
+  TSR_PLUGIN_FAULT_KV_SLOT = 7,       /* kv_append: the row t */
+  TSR_PLUGIN_FAULT_COUNT = 8
+};
+#define TSR_PLUGIN_FAULT_NONE 0x7fffffff
+
+/* Sequence b of a serving attention problem, read from host copies of the
+ * index tensors (each pointer at the tensor's first element, or NULL when
+ * absent): what the CPU plugin and the reference use, and what every GPU
+ * kernel must decide the same way. Checks, in order: cu_seqlens_q, then the
+ * keys' layout (cu_seqlens_kv), seqlens_kv against it, the two bounds, then
+ * every block-table entry covering keys [0, kv_len). */
+typedef struct tsr_plugin_attention_seq {
+  int64_t q_first;   /* packed: first row of q; dense: 0 (row 0 of batch b) */
+  int64_t q_len;     /* Lq(b) */
+  int64_t kv_first;  /* packed keys: first row of k; otherwise 0 */
+  int64_t kv_len;    /* Lkv(b) */
+  int32_t fault;     /* a TSR_PLUGIN_FAULT_* kind, or -1 */
+  int32_t q_located; /* nonzero when q_first and q_len are meaningful */
+} tsr_plugin_attention_seq;
+
+static inline tsr_plugin_attention_seq tsr_plugin_attention_seq_of(const tsr_attention_args *a,
+                                                                   int64_t b, const int32_t *cu_q,
+                                                                   const int32_t *cu_kv,
+                                                                   const int32_t *block_table,
+                                                                   const int32_t *seqlens_kv) {
+  tsr_plugin_attention_seq s = {0, 0, 0, 0, -1, 1};
+  int serving = a->struct_size >= sizeof(tsr_attention_args);
+  if (serving && cu_q) {
+    int64_t lo = cu_q[b * a->cu_seqlens_q.strides[0]];
+    int64_t hi = cu_q[(b + 1) * a->cu_seqlens_q.strides[0]];
+    if (lo < 0 || hi < lo || hi > a->q.shape[0]) {
+      s.fault = TSR_PLUGIN_FAULT_CU_SEQLENS_Q;
+      s.q_located = 0;
+      return s;
+    }
+    s.q_first = lo;
+    s.q_len = hi - lo;
+  } else {
+    s.q_len = a->q.shape[1];
+  }
+  int64_t capacity;
+  if (serving && cu_kv) {
+    int64_t lo = cu_kv[b * a->cu_seqlens_kv.strides[0]];
+    int64_t hi = cu_kv[(b + 1) * a->cu_seqlens_kv.strides[0]];
+    if (lo < 0 || hi < lo || hi > a->k.shape[0]) {
+      s.fault = TSR_PLUGIN_FAULT_CU_SEQLENS_KV;
+      return s;
+    }
+    s.kv_first = lo;
+    capacity = hi - lo;
+  } else if (serving && block_table) {
+    capacity = a->block_table.shape[1] * a->k.shape[1];
+  } else {
+    capacity = a->k.shape[1];
+  }
+  s.kv_len = capacity;
+  if (serving && seqlens_kv) {
+    int64_t len = seqlens_kv[b * a->seqlens_kv.strides[0]];
+    if (len < 0 || len > capacity) {
+      s.fault = TSR_PLUGIN_FAULT_SEQLENS_KV;
+      return s;
+    }
+    s.kv_len = len;
+  }
+  if (serving && s.q_len > a->max_seqlen_q) {
+    s.fault = TSR_PLUGIN_FAULT_MAX_SEQLEN_Q;
+    return s;
+  }
+  if (serving && s.kv_len > a->max_seqlen_kv) {
+    s.fault = TSR_PLUGIN_FAULT_MAX_SEQLEN_KV;
+    return s;
+  }
+  if (serving && block_table) {
+    const int64_t block_size = a->k.shape[1], blocks = (s.kv_len + block_size - 1) / block_size;
+    for (int64_t j = 0; j < blocks; j++) {
+      int64_t e = block_table[b * a->block_table.strides[0] + j * a->block_table.strides[1]];
+      if (e < 0 || e >= a->k.shape[0]) {
+        s.fault = TSR_PLUGIN_FAULT_BLOCK_TABLE;
+        return s;
+      }
+    }
+  }
+  return s;
+}
+
+/* kv_append: k_new [T, Hkv, D], k_cache [num_blocks, block_size, Hkv, D],
+ * slots i32 [T]; v_new and v_cache absent together or shaped as the k ones.
+ * Slots are device data: negative skips, >= num_blocks * block_size is a
+ * fault (TSR_PLUGIN_FAULT_KV_SLOT, the row not written). */
+typedef struct tsr_kv_append_args {
+  uint32_t struct_size;
+  tsr_plugin_tensor k_new, v_new, k_cache, v_cache, slots;
+} tsr_kv_append_args;
 
 /* Row ops: the last dimension is the row; earlier dimensions (any strides)
  * index the rows. tsr_plugin_row_count / tsr_plugin_row_offset walk them. */
@@ -402,6 +542,7 @@ typedef union tsr_plugin_any_args {
   tsr_swiglu_args swiglu;
   tsr_gelu_args gelu;
   tsr_cross_entropy_args cross_entropy;
+  tsr_kv_append_args kv_append;
 } tsr_plugin_any_args;
 
 /* Bytes per element of a dtype; 0 for an invalid one. */
@@ -442,6 +583,8 @@ static inline size_t tsr_plugin_args_size(tsr_op op) {
     return sizeof(tsr_gelu_args);
   case TSR_OP_CROSS_ENTROPY:
     return sizeof(tsr_cross_entropy_args);
+  case TSR_OP_KV_APPEND:
+    return sizeof(tsr_kv_append_args);
   default:
     return 0;
   }

@@ -132,8 +132,8 @@ static inline bool tsr_plugin_op_known(tsr_op op) {
 /* The op's name as the core spells it ("gemm", "cross_entropy"). */
 static inline const char *tsr_plugin_op_name(tsr_op op) {
   static const char *const names[TSR_OP_COUNT_] = {
-      "gemm",    "grouped_gemm", "attention", "rmsnorm", "layernorm",
-      "softmax", "rope",         "swiglu",    "gelu",    "cross_entropy"};
+      "gemm", "grouped_gemm", "attention", "rmsnorm",       "layernorm", "softmax",
+      "rope", "swiglu",       "gelu",      "cross_entropy", "kv_append"};
   return tsr_plugin_op_known(op) ? names[op] : "unknown op";
 }
 
@@ -169,6 +169,77 @@ static inline bool tsr_plugin_args_copy(tsr_op op, const void *args, tsr_plugin_
   if (given < size)
     memset((char *)copy + given, 0, size - given);
   return true;
+}
+
+/* ---- device faults ---- */
+
+/* What a queue remembers of the ops that can fault, for the sentence. */
+typedef struct tsr_plugin_fault_context {
+  int64_t vocab, ignore_index; /* the last cross_entropy's */
+} tsr_plugin_fault_context;
+
+/* Fills a fault block with TSR_PLUGIN_FAULT_NONE. */
+static inline void tsr_plugin_faults_clear(int32_t words[TSR_PLUGIN_FAULT_COUNT]) {
+  for (int i = 0; i < TSR_PLUGIN_FAULT_COUNT; i++)
+    words[i] = TSR_PLUGIN_FAULT_NONE;
+}
+
+/* TSR_OK when no word holds a fault; otherwise TSR_ERROR_INVALID_VALUE with a
+ * sentence naming the first kind at fault and its index. */
+static inline tsr_status tsr_plugin_fault_report(const tsr_plugin_host *host,
+                                                 const int32_t words[TSR_PLUGIN_FAULT_COUNT],
+                                                 const tsr_plugin_fault_context *context) {
+  for (int kind = 0; kind < TSR_PLUGIN_FAULT_COUNT; kind++) {
+    long long at = words[kind];
+    if (at == TSR_PLUGIN_FAULT_NONE)
+      continue;
+    switch (kind) {
+    case TSR_PLUGIN_FAULT_CE_TARGET:
+      return tsr_plugin_fail(host, TSR_ERROR_INVALID_VALUE,
+                             "cross_entropy: targets[%lld] is outside [0, %lld) and is not "
+                             "ignore_index (%lld); its loss is NaN",
+                             at, context ? (long long)context->vocab : -1LL,
+                             context ? (long long)context->ignore_index : -1LL);
+    case TSR_PLUGIN_FAULT_CU_SEQLENS_Q:
+      return tsr_plugin_fail(host, TSR_ERROR_INVALID_VALUE,
+                             "attention: cu_seqlens_q[%lld], cu_seqlens_q[%lld] decrease or leave "
+                             "[0, q.shape[0]]; that sequence was not computed",
+                             at, at + 1);
+    case TSR_PLUGIN_FAULT_CU_SEQLENS_KV:
+      return tsr_plugin_fail(host, TSR_ERROR_INVALID_VALUE,
+                             "attention: cu_seqlens_kv[%lld], cu_seqlens_kv[%lld] decrease or "
+                             "leave [0, k.shape[0]]; sequence %lld's output is NaN",
+                             at, at + 1, at);
+    case TSR_PLUGIN_FAULT_SEQLENS_KV:
+      return tsr_plugin_fail(host, TSR_ERROR_INVALID_VALUE,
+                             "attention: seqlens_kv[%lld] is negative or longer than the keys "
+                             "the layout holds for it; sequence %lld's output is NaN",
+                             at, at);
+    case TSR_PLUGIN_FAULT_BLOCK_TABLE:
+      return tsr_plugin_fail(host, TSR_ERROR_INVALID_VALUE,
+                             "attention: block_table row %lld names a block outside [0, "
+                             "k.shape[0]) among those its keys use; sequence %lld's output is NaN",
+                             at, at);
+    case TSR_PLUGIN_FAULT_MAX_SEQLEN_Q:
+      return tsr_plugin_fail(host, TSR_ERROR_INVALID_VALUE,
+                             "attention: sequence %lld has more query rows than max_seqlen_q; "
+                             "its output is NaN",
+                             at);
+    case TSR_PLUGIN_FAULT_MAX_SEQLEN_KV:
+      return tsr_plugin_fail(host, TSR_ERROR_INVALID_VALUE,
+                             "attention: sequence %lld has more keys than max_seqlen_kv; its "
+                             "output is NaN",
+                             at);
+    case TSR_PLUGIN_FAULT_KV_SLOT:
+      return tsr_plugin_fail(host, TSR_ERROR_INVALID_VALUE,
+                             "kv_append: slots[%lld] is at or past num_blocks * block_size; "
+                             "that row was not written",
+                             at);
+    default:
+      break;
+    }
+  }
+  return TSR_OK;
 }
 
 /* ---- variant lists ---- */

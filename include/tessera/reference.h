@@ -47,8 +47,17 @@ TSR_API tsr_status tsr_reference_gemm(const tsr_gemm_args *args, double *d);
 /* d: T * N values. */
 TSR_API tsr_status tsr_reference_grouped_gemm(const tsr_grouped_gemm_args *args, double *d);
 /* o: B * Sq * Hq * D values; lse (may be NULL): B * Hq * Sq values, -inf for a
- * row that sees no key. */
+ * row that sees no key. Packed queries: o total_q * Hq * D, lse Hq * total_q.
+ * Rows no sequence owns, and those of a sequence whose cu_seqlens_q are at
+ * fault, keep what the caller put there; a sequence with another fault gets
+ * NaN rows (tsr_plugin_attention_seq_of decides). */
 TSR_API tsr_status tsr_reference_attention(const tsr_attention_args *args, double *o, double *lse);
+/* k_cache and v_cache (v only with v_new): the whole cache after the append,
+ * num_blocks * block_size * Hkv * D values each, row-major. Returns
+ * TSR_ERROR_INVALID_VALUE (after writing every other row) when a slot lies
+ * past the cache. */
+TSR_API tsr_status tsr_reference_kv_append(const tsr_kv_append_args *args, double *k_cache,
+                                           double *v_cache);
 /* y and residual_out (may be NULL): x's element count each. */
 TSR_API tsr_status tsr_reference_rmsnorm(const tsr_rmsnorm_args *args, double *y,
                                          double *residual_out);

@@ -270,7 +270,8 @@ typedef enum tsr_op {
   TSR_OP_SWIGLU = 7,
   TSR_OP_GELU = 8,
   TSR_OP_CROSS_ENTROPY = 9,
-  TSR_OP_COUNT_ = 10
+  TSR_OP_KV_APPEND = 10,
+  TSR_OP_COUNT_ = 11
 } tsr_op;
 
 /* "gemm", "grouped_gemm", "attention", ...; NULL for an unknown op. */
@@ -527,7 +528,43 @@ typedef struct tsr_grouped_gemm_desc {
  * infinite score is no mask. A window_left of Skv or more, or a window_right
  * of Sq or more, is unbounded, the same as -1.
  * lse (optional, f32 [B, Hq, Sq]) receives the natural-log log-sum-exp of the
- * scaled, masked scores. q, k, v, o share a dtype. */
+ * scaled, masked scores. q, k, v, o share a dtype.
+ *
+ * Serving (fields appended; zeroed ones keep the dense form above). Each of
+ * the B sequences has its own query length Lq(b) and key length Lkv(b); the
+ * masks above apply per sequence with Sq = Lq(b), Skv = Lkv(b), so query row
+ * i of sequence b sits at key position i + Lkv(b) - Lq(b).
+ * - Packed queries: with cu_seqlens_q (i32 [B + 1], non-decreasing offsets
+ *   within [0, total_q]), q and o are [total_q, Hq, D] and sequence b owns
+ *   rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1; lse is f32 [Hq, total_q].
+ *   Rows no sequence owns are not written. max_seqlen_q bounds every Lq(b)
+ *   (0: total_q, always a bound, possibly more idle work).
+ * - Packed keys: with cu_seqlens_kv (i32 [B + 1]), k and v are
+ *   [total_kv, Hkv, D], sequence b owning rows cu_seqlens_kv[b] ..
+ *   cu_seqlens_kv[b + 1] - 1.
+ * - Paged keys (a KV cache in blocks): with block_table (i32 [B, max_blocks])
+ *   k and v are [num_blocks, block_size, Hkv, D] (block_size a multiple of
+ *   8); key j of sequence b is row j % block_size of block
+ *   block_table[b, j / block_size]. Blocks may come in any order and be
+ *   shared between sequences (a common prefix). seqlens_kv is required.
+ * - seqlens_kv (i32 [B]) gives Lkv(b); without it Lkv(b) is Skv (dense) or
+ *   the packed length. It may be shorter than what the dense or packed
+ *   layout holds, never longer. max_seqlen_kv bounds every Lkv(b) (0: the
+ *   layout's capacity).
+ * q may be dense or packed, k/v dense, packed or paged, in any combination;
+ * B is q.shape[0] or cu_seqlens_q.shape[0] - 1, and every other layout must
+ * agree. A sequence of length 0 is allowed (queries: nothing to write; keys:
+ * o = 0 and lse = -inf).
+ * - softcap > 0 replaces each scaled score s by softcap * tanh(s / softcap)
+ *   before masking (Gemma 2, Grok); 0: none.
+ * Offsets, lengths and block-table entries live on the device and are
+ * checked there: a cu_seqlens pair that decreases or leaves the layout, a
+ * length past a hint or past the layout, or a block-table entry a sequence
+ * uses that lies outside [0, num_blocks) is never followed. The sequence's
+ * rows of o (when they can be located) and lse become NaN, and
+ * tsr_queue_finish returns TSR_ERROR_INVALID_VALUE naming the first
+ * sequence at fault. Few query rows against long keys (decode) run a
+ * split-KV kernel where the plugin has one; `tessera explain` names it. */
 typedef struct tsr_attention_desc {
   size_t struct_size;
   tsr_tensor q, k, v, o, lse;
@@ -536,7 +573,30 @@ typedef struct tsr_attention_desc {
   int64_t window_left;  /* -1: unbounded */
   int64_t window_right; /* -1: unbounded; must be -1 or 0 when causal */
   const char *variant;
+  /* ---- appended: serving ---- */
+  tsr_tensor cu_seqlens_q;  /* optional i32 [B + 1]: packed queries */
+  tsr_tensor cu_seqlens_kv; /* optional i32 [B + 1]: packed keys/values */
+  tsr_tensor block_table;   /* optional i32 [B, max_blocks]: paged keys/values */
+  tsr_tensor seqlens_kv;    /* optional i32 [B]: key lengths (required when paged) */
+  int64_t max_seqlen_q;     /* host bound of the query lengths; 0: from the layout */
+  int64_t max_seqlen_kv;    /* host bound of the key lengths; 0: from the layout */
+  float softcap;            /* > 0: softcap * tanh(s / softcap); 0: none */
 } tsr_attention_desc;
+
+/* Writes one step's keys and values into a paged KV cache (what serving
+ * engines call reshape-and-cache): row t of k_new and v_new [T, Hkv, D] goes
+ * to row slots[t] % block_size of block slots[t] / block_size of k_cache and
+ * v_cache [num_blocks, block_size, Hkv, D]. slots is i32 [T]; a negative slot
+ * skips the row (padding). A slot at or past num_blocks * block_size is
+ * never written: tsr_queue_finish returns TSR_ERROR_INVALID_VALUE naming the
+ * first such row. Two rows naming one slot leave either row there. v_new and
+ * v_cache are optional together (a cache of keys only). All four share f32,
+ * f16 or bf16; any strides. */
+typedef struct tsr_kv_append_desc {
+  size_t struct_size;
+  tsr_tensor k_new, v_new, k_cache, v_cache, slots;
+  const char *variant;
+} tsr_kv_append_desc;
 
 /* RMSNorm over the last dimension N of x (rank 1..4):
  * h = x + residual (when residual is given), y = h / sqrt(mean(h^2) + eps) * weight.
@@ -636,7 +696,10 @@ typedef struct tsr_cross_entropy_desc {
         TSR_COMPUTE_STRICT, NULL                                                                   \
   }
 #define TSR_ATTENTION_DESC_INIT                                                                    \
-  { sizeof(tsr_attention_desc), {0}, {0}, {0}, {0}, {0}, 0.0f, 0, -1, -1, NULL }
+  {                                                                                                \
+    sizeof(tsr_attention_desc), {0}, {0}, {0}, {0}, {0}, 0.0f, 0, -1, -1, NULL, {0}, {0}, {0},     \
+        {0}, 0, 0, 0.0f                                                                            \
+  }
 #define TSR_RMSNORM_DESC_INIT                                                                      \
   { sizeof(tsr_rmsnorm_desc), {0}, {0}, {0}, {0}, {0}, 1e-6f, NULL }
 #define TSR_LAYERNORM_DESC_INIT                                                                    \
@@ -651,6 +714,8 @@ typedef struct tsr_cross_entropy_desc {
   { sizeof(tsr_gelu_desc), {0}, {0}, TSR_GELU_ERF, NULL }
 #define TSR_CROSS_ENTROPY_DESC_INIT                                                                \
   { sizeof(tsr_cross_entropy_desc), {0}, {0}, {0}, {0}, -100, NULL }
+#define TSR_KV_APPEND_DESC_INIT                                                                    \
+  { sizeof(tsr_kv_append_desc), {0}, {0}, {0}, {0}, {0}, NULL }
 
 /* Each op validates every argument before anything is queued (see tsr_status),
  * picks a kernel variant (desc->variant, TESSERA_CONFIG, the tuning database,
@@ -665,6 +730,7 @@ TSR_API tsr_status tsr_rope(tsr_queue *queue, const tsr_rope_desc *desc);
 TSR_API tsr_status tsr_swiglu(tsr_queue *queue, const tsr_swiglu_desc *desc);
 TSR_API tsr_status tsr_gelu(tsr_queue *queue, const tsr_gelu_desc *desc);
 TSR_API tsr_status tsr_cross_entropy(tsr_queue *queue, const tsr_cross_entropy_desc *desc);
+TSR_API tsr_status tsr_kv_append(tsr_queue *queue, const tsr_kv_append_desc *desc);
 
 /* Runs any op from its descriptor (`desc` points at the op's tsr_*_desc). */
 TSR_API tsr_status tsr_op_run(tsr_queue *queue, tsr_op op, const void *desc);

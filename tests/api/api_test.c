@@ -164,6 +164,8 @@ tsr_status api_call_op(tsr_queue *queue, tsr_op op, const void *desc) {
     return tsr_gelu(queue, desc);
   case TSR_OP_CROSS_ENTROPY:
     return tsr_cross_entropy(queue, desc);
+  case TSR_OP_KV_APPEND:
+    return tsr_kv_append(queue, desc);
   case TSR_OP_COUNT_:
     break;
   }
@@ -198,7 +200,7 @@ static void check_buffers_unchanged(const api_fixture *f, const char *op_name, c
 
 void api_run_cases(api_fixture *f, tsr_op op, const void *good, size_t desc_size,
                    const api_case *cases, size_t count) {
-  _Alignas(max_align_t) unsigned char copy[512];
+  _Alignas(max_align_t) unsigned char copy[2048];
   REQUIRE(desc_size <= sizeof copy);
   const char *op_name = tsr_op_name(op);
   REQUIRE(op_name != NULL);

@@ -2,6 +2,7 @@
 /* Bad inputs of tsr_attention: each rule of the validation gives its status
  * and a sentence naming the argument, and nothing changes. */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "api_test.h"
@@ -22,7 +23,7 @@ API_EDIT(tsr_attention_desc, size_zero) {
   d->struct_size = 0;
 }
 API_EDIT(tsr_attention_desc, size_short) {
-  d->struct_size = sizeof *d - sizeof(void *);
+  d->struct_size = offsetof(tsr_attention_desc, cu_seqlens_q) - sizeof(void *);
 }
 API_EDIT(tsr_attention_desc, q_absent) {
   d->q.buffer = NULL;

@@ -318,7 +318,7 @@ static void test_entry_arguments(void) {
   CHECK(strncmp(failure, "tsr_gemm: ", 10) == 0 && strstr(failure, "device"));
   CHECK_STATUS(tsr__validate_op(&device, TSR_OP_COUNT_, &desc, "tsr_op_run", &out),
                TSR_ERROR_INVALID_VALUE);
-  CHECK(strncmp(failure, "tsr_op_run: ", 12) == 0 && strstr(failure, "op = 10"));
+  CHECK(strncmp(failure, "tsr_op_run: ", 12) == 0 && strstr(failure, "op = 11"));
   CHECK_STATUS(tsr__validate_op(&device, TSR_OP_GEMM, &desc, "tsr_gemm", NULL),
                TSR_ERROR_NULL_ARGUMENT);
   /* Only struct_size is read from a descriptor too small for the version. */
