@@ -49,6 +49,21 @@ void tsr__shape_class(const tsr__op_args *args, char *buf, size_t capacity) {
   }
   case TSR_OP_ATTENTION: {
     const tsr_attention_args *a = &args->u.attention;
+    if (tsr_plugin_attention_is_serving(a)) {
+      /* the layout (packed q, packed or paged keys with the block size), the
+       * length bounds and the batch: decode and prefill fall apart */
+      const int32_t qd = a->q.rank - 1;
+      char keys[24] = "";
+      if (a->block_table.buffer)
+        snprintf(keys, sizeof keys, "p%lld", (long long)a->k.shape[1]);
+      else if (a->cu_seqlens_kv.buffer)
+        snprintf(keys, sizeof keys, "v");
+      snprintf(buf, capacity, "d%lldb%lldsq%lldskv%lld%s%s%s%s", (long long)a->q.shape[qd],
+               bucket(a->batch), bucket(a->max_seqlen_q), bucket(a->max_seqlen_kv),
+               a->cu_seqlens_q.buffer ? "v" : "", keys, a->causal ? "c" : "",
+               a->softcap != 0.0f ? "s" : "");
+      break;
+    }
     snprintf(buf, capacity, "d%lldsq%lldskv%lld%s", (long long)a->q.shape[3], bucket(a->q.shape[1]),
              bucket(a->k.shape[1]), a->causal ? "c" : "");
     break;
@@ -74,6 +89,10 @@ void tsr__shape_class(const tsr__op_args *args, char *buf, size_t capacity) {
     break;
   case TSR_OP_GELU:
     snprintf(buf, capacity, "n%lld", bucket(numel(&args->u.gelu.y)));
+    break;
+  case TSR_OP_KV_APPEND:
+    snprintf(buf, capacity, "t%lldn%lld", bucket(args->u.kv_append.k_new.shape[0]),
+             bucket(args->u.kv_append.k_new.shape[1] * args->u.kv_append.k_new.shape[2]));
     break;
   default:
     snprintf(buf, capacity, "*");
@@ -117,6 +136,9 @@ const char *tsr__op_dtype_name(const tsr__op_args *args) {
     break;
   case TSR_OP_CROSS_ENTROPY:
     dtype = args->u.cross_entropy.logits.dtype;
+    break;
+  case TSR_OP_KV_APPEND:
+    dtype = args->u.kv_append.k_new.dtype;
     break;
   default:
     break;

@@ -118,7 +118,7 @@ tsr_status tsr_reference_attention(const tsr_attention_args *args, double *o, do
   if (args->q.rank != q_rank || args->k.rank != kv_rank || args->v.rank != kv_rank)
     return TSR_ERROR_INVALID_VALUE;
 
-  const int64_t batches = serving ? args->batch : args->q.shape[0];
+  const int64_t batches = l.packed_q ? args->cu_seqlens_q.shape[0] - 1 : args->q.shape[0];
   const int64_t hq = args->q.shape[q_rank - 2];
   const int64_t dim = args->q.shape[q_rank - 1];
   const int64_t hkv = args->k.shape[kv_rank - 2];

@@ -257,11 +257,13 @@ static inline tsr_plugin_attention_seq tsr_plugin_attention_seq_of(const tsr_att
     }
     s.kv_len = len;
   }
-  if (serving && s.q_len > a->max_seqlen_q) {
+  /* a bound of 0 is none (args filled by hand with the serving fields zeroed;
+   * the core resolves both) */
+  if (serving && a->max_seqlen_q > 0 && s.q_len > a->max_seqlen_q) {
     s.fault = TSR_PLUGIN_FAULT_MAX_SEQLEN_Q;
     return s;
   }
-  if (serving && s.kv_len > a->max_seqlen_kv) {
+  if (serving && a->max_seqlen_kv > 0 && s.kv_len > a->max_seqlen_kv) {
     s.fault = TSR_PLUGIN_FAULT_MAX_SEQLEN_KV;
     return s;
   }

@@ -17,8 +17,8 @@ from .errors import (BackendError, BadSize, DtypeMismatch, Error, FileError, Inv
                      InvalidValue, NotFound, NullArgument, OutOfBounds, OutOfMemory, OverlapError,
                      RankError, ShapeMismatch, StructSizeError, Unsupported, WrongDevice)
 from ._call import Choice, release_retired
-from .ops import (attention, cross_entropy, gelu, gemm, grouped_gemm, layernorm, rmsnorm, rope,
-                  softmax, swiglu)
+from .ops import (attention, cross_entropy, gelu, gemm, grouped_gemm, kv_append, layernorm,
+                  rmsnorm, rope, softmax, swiglu)
 from .tools import CliResult, bench, check, cli_path, explain, variants
 from ._lib import library_path, version as library_version
 
@@ -40,7 +40,7 @@ __all__ = [
     "empty", "from_dlpack", "Error", "InvalidArgument", "NullArgument", "InvalidValue",
     "StructSizeError", "DtypeMismatch", "RankError", "ShapeMismatch", "BadSize", "OutOfBounds",
     "WrongDevice", "OverlapError", "Unsupported", "OutOfMemory", "NotFound", "BackendError",
-    "FileError", "Choice", "attention", "cross_entropy", "gelu", "gemm", "grouped_gemm",
+    "FileError", "Choice", "attention", "cross_entropy", "gelu", "gemm", "grouped_gemm", "kv_append",
     "layernorm", "rmsnorm", "rope", "softmax", "swiglu", "CliResult", "bench", "check",
     "cli_path", "explain", "variants", "library_path", "library_version", "synchronize",
     "DTYPES", "OPS",

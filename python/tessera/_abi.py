@@ -43,7 +43,7 @@ DEVICE_TYPE_NAMES = {0: "cpu", 1: "gpu", 2: "integrated_gpu", 3: "other"}
 
 # tsr_op, in enum order
 OP_NAMES = ("gemm", "grouped_gemm", "attention", "rmsnorm", "layernorm", "softmax", "rope",
-            "swiglu", "gelu", "cross_entropy")
+            "swiglu", "gelu", "cross_entropy", "kv_append")
 OP_BY_NAME = {name: index for index, name in enumerate(OP_NAMES)}
 
 # tsr_activation
@@ -153,6 +153,20 @@ class AttentionDesc(ctypes.Structure):
         ("causal", ctypes.c_int32),
         ("window_left", ctypes.c_int64),
         ("window_right", ctypes.c_int64),
+        ("variant", ctypes.c_char_p),
+        ("cu_seqlens_q", Tensor), ("cu_seqlens_kv", Tensor), ("block_table", Tensor),
+        ("seqlens_kv", Tensor),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_kv", ctypes.c_int64),
+        ("softcap", ctypes.c_float),
+    ]
+
+
+class KvAppendDesc(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("k_new", Tensor), ("v_new", Tensor), ("k_cache", Tensor), ("v_cache", Tensor),
+        ("slots", Tensor),
         ("variant", ctypes.c_char_p),
     ]
 
@@ -268,6 +282,7 @@ C_NAMES = {
     SwigluDesc: "tsr_swiglu_desc",
     GeluDesc: "tsr_gelu_desc",
     CrossEntropyDesc: "tsr_cross_entropy_desc",
+    KvAppendDesc: "tsr_kv_append_desc",
     VariantList: "tsr_variant_list",
     Choice: "tsr_choice",
 }

@@ -85,25 +85,63 @@ def grouped_gemm(a, b, group_sizes, *, bias=None, alpha=1.0, activation=None, co
 
 
 def attention(q, k, v, *, causal=False, scale=None, window_left=-1, window_right=-1,
-              return_lse=False, lse=None, out=None, variant=None, device=None, copy=None):
+              return_lse=False, lse=None, out=None, cu_seqlens_q=None, cu_seqlens_kv=None,
+              block_table=None, seqlens_kv=None, max_seqlen_q=0, max_seqlen_kv=0, softcap=0.0,
+              variant=None, device=None, copy=None):
     """o = softmax(scale * q k^T + mask) v. q [B, Sq, Hq, D]; k, v [B, Skv, Hkv, D]
     (BSHD; BHSD data is a permuted view); Hq a multiple of Hkv (GQA/MQA).
     scale: None = 1/sqrt(D). causal, window_left/window_right (-1 unbounded) as
-    in tsr_attention_desc. With return_lse=True (or lse= an f32 [B, Hq, Sq]
-    array) returns (o, lse)."""
+    in tsr_attention_desc. With return_lse=True (or lse= an f32 array) returns
+    (o, lse).
+
+    Serving forms (int32 arrays on the same device, as in tsr_attention_desc):
+    cu_seqlens_q [B + 1] makes q packed [total_q, Hq, D] (lse [Hq, total_q]);
+    cu_seqlens_kv [B + 1] packs k, v [total_kv, Hkv, D]; block_table
+    [B, max_blocks] pages them [num_blocks, block_size, Hkv, D] and needs
+    seqlens_kv [B]; max_seqlen_q / max_seqlen_kv are host bounds of the
+    lengths (0: the layout's); softcap > 0 caps the scores."""
     with OpCall("attention", (q, k, v), device, copy, variant) as call:
         desc = _abi.new_desc(_abi.AttentionDesc, scale=0.0 if scale is None else scale,
                              causal=1 if causal else 0, window_left=window_left,
-                             window_right=window_right, variant=call.variant)
+                             window_right=window_right, variant=call.variant,
+                             max_seqlen_q=max_seqlen_q, max_seqlen_kv=max_seqlen_kv,
+                             softcap=softcap)
         desc.q = call.input(q, "q")
         desc.k = call.input(k, "k")
         desc.v = call.input(v, "v")
+        desc.cu_seqlens_q = call.input(cu_seqlens_q, "cu_seqlens_q")
+        desc.cu_seqlens_kv = call.input(cu_seqlens_kv, "cu_seqlens_kv")
+        desc.block_table = call.input(block_table, "block_table")
+        desc.seqlens_kv = call.input(seqlens_kv, "seqlens_kv")
         q_dims, v_dims = _dims(desc.q), _dims(desc.v)
-        o_shape = q_dims[:-1] + v_dims[-1:] if len(q_dims) == 4 and len(v_dims) == 4 else q_dims
+        o_shape = q_dims[:-1] + v_dims[-1:] if len(q_dims) == len(v_dims) else q_dims
         desc.o = call.output(out, o_shape or (1,), desc.q.dtype, "out")
         if return_lse or lse is not None:
-            lse_shape = (q_dims[0], q_dims[2], q_dims[1]) if len(q_dims) == 4 else (1,)
+            if cu_seqlens_q is not None:
+                lse_shape = (q_dims[1], q_dims[0]) if len(q_dims) == 3 else (1,)
+            else:
+                lse_shape = (q_dims[0], q_dims[2], q_dims[1]) if len(q_dims) == 4 else (1,)
             desc.lse = call.output(lse, lse_shape, _F32, "lse")
+        return call.run(desc)
+
+
+def kv_append(k_new, k_cache, slots, *, v_new=None, v_cache=None, variant=None, device=None,
+              copy=None):
+    """Writes row t of k_new (and v_new) [T, Hkv, D] into slot slots[t] of the
+    paged caches [num_blocks, block_size, Hkv, D] (block slots[t] // block_size,
+    row slots[t] % block_size); negative slots are skipped. slots: int32 [T].
+    The caches are updated in place and returned (k_cache, or (k_cache,
+    v_cache))."""
+    with OpCall("kv_append", (k_new, k_cache), device, copy, variant) as call:
+        desc = _abi.new_desc(_abi.KvAppendDesc, variant=call.variant)
+        desc.k_new = call.input(k_new, "k_new")
+        desc.v_new = call.input(v_new, "v_new")
+        desc.slots = call.input(slots, "slots")
+        for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+            if cache is None:
+                continue
+            view = call.input(cache, name)  # its contents stay where no slot writes
+            setattr(desc, name, call.output(cache, _dims(view), view.dtype, name))
         return call.run(desc)
 
 
@@ -203,4 +241,4 @@ def cross_entropy(logits, targets, *, ignore_index=-100, return_lse=False, lse=N
 
 OPS = {"gemm": gemm, "grouped_gemm": grouped_gemm, "attention": attention, "rmsnorm": rmsnorm,
        "layernorm": layernorm, "softmax": softmax, "rope": rope, "swiglu": swiglu, "gelu": gelu,
-       "cross_entropy": cross_entropy}
+       "cross_entropy": cross_entropy, "kv_append": kv_append}

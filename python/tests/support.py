@@ -111,7 +111,7 @@ def logsumexp(x, axis=-1):
     return (peak + np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True))).squeeze(axis)
 
 
-def attention(q, k, v, scale=None, causal=False, window_left=-1, window_right=-1):
+def attention(q, k, v, scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0):
     """q [B, Sq, Hq, D], k/v [B, Skv, Hkv, D] -> (o [B, Sq, Hq, D], lse [B, Hq, Sq])."""
     batch, sq, hq, d = q.shape
     skv, hkv = k.shape[1], k.shape[2]
@@ -131,6 +131,8 @@ def attention(q, k, v, scale=None, causal=False, window_left=-1, window_right=-1
     for b in range(batch):
         for h in range(hq):
             scores = scale * q[b, :, h, :] @ k[b, :, h // group, :].T
+            if softcap > 0.0:
+                scores = softcap * np.tanh(scores / softcap)
             scores = np.where(visible, scores, -np.inf)
             lse[b, h] = logsumexp(scores)
             o[b, :, h, :] = softmax(scores) @ v[b, :, h // group, :]

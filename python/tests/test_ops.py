@@ -104,6 +104,63 @@ class AttentionTest(OpTestCase):
                     self.assertEqual(lse.dtype, np.float32)
                     self.assertClose(lse, lse_ref, "f32", support.TOLERANCE[dtype])
 
+    def test_serving_forms(self):
+        """Packed prefill, then decode against a paged cache filled by kv_append
+        (blocks in shuffled order), with softcap; each sequence against the dense
+        reference of its own slice."""
+        lengths, hq, hkv, d, block = [3, 0, 9], 4, 2, 16, 8
+        for device, dtype, copy in self.cases():
+            with self.subTest(device=device.selector, dtype=dtype):
+                total = sum(lengths)
+                cu = np.array([0] + list(np.cumsum(lengths)), np.int32)
+                q, q64 = support.make(self.rng, (total, hq, d), dtype)
+                k, k64 = support.make(self.rng, (total, hkv, d), dtype)
+                v, v64 = support.make(self.rng, (total, hkv, d), dtype)
+                o, lse = tessera.attention(q, k, v, causal=True, cu_seqlens_q=cu,
+                                           cu_seqlens_kv=cu, max_seqlen_q=9, max_seqlen_kv=9,
+                                           softcap=3.0, return_lse=True, device=device,
+                                           copy=copy)
+                o = support.values_of(o, dtype)
+                for b, (start, end) in enumerate(zip(cu[:-1], cu[1:])):
+                    if start == end:
+                        continue
+                    o_ref, lse_ref = support.attention(q64[None, start:end], k64[None, start:end],
+                                                       v64[None, start:end], causal=True,
+                                                       softcap=3.0)
+                    self.assertLess(support.relative_error(o[start:end], o_ref[0]),
+                                    support.TOLERANCE[dtype])
+                    self.assertLess(support.relative_error(lse[:, start:end], lse_ref[0]),
+                                    support.TOLERANCE[dtype])
+
+                # The same keys appended into a shuffled paged cache, then one
+                # decode query per sequence.
+                blocks = 6
+                cache_shape = (blocks, block, hkv, d)
+                zeros = np.zeros(cache_shape, np.float64)
+                k_cache, _ = support.make(self.rng, cache_shape, dtype, 0.0)
+                v_cache, _ = support.make(self.rng, cache_shape, dtype, 0.0)
+                table = np.array([[4, 1], [0, 0], [2, 5]], np.int32)
+                slots = np.array([table[b, j // block] * block + j % block
+                                  for b, n in enumerate(lengths) for j in range(n)], np.int32)
+                tessera.kv_append(k, k_cache, slots, v_new=v, v_cache=v_cache, device=device,
+                                  copy=copy)
+                kc = support.values_of(k_cache, dtype)
+                self.assertLess(support.relative_error(kc[4, :3], k64[0:3]), 1e-12)
+                self.assertEqual(np.count_nonzero(kc[3]), np.count_nonzero(zeros[3]))
+                qd, qd64 = support.make(self.rng, (len(lengths), 1, hq, d), dtype)
+                seqlens = np.array(lengths, np.int32)
+                od = tessera.attention(qd, k_cache, v_cache, block_table=table,
+                                       seqlens_kv=seqlens, device=device, copy=copy)
+                od = support.values_of(od, dtype)
+                for b, (start, end) in enumerate(zip(cu[:-1], cu[1:])):
+                    if start == end:
+                        self.assertFalse(np.any(od[b]))  # no keys: o = 0
+                        continue
+                    o_ref, _ = support.attention(qd64[b:b + 1], k64[None, start:end],
+                                                 v64[None, start:end])
+                    self.assertLess(support.relative_error(od[b], o_ref[0]),
+                                    support.TOLERANCE[dtype])
+
     def test_bhsd_view(self):
         device = tessera.device("cpu:0")
         q = self.rng.standard_normal((1, 3, 6, 8)).astype(np.float32)  # B H S D

@@ -69,7 +69,7 @@ endforeach()
 
 # Not found: the message names the directory searched and what is there.
 run(EXIT 2 ARGS bench --suite nosuch --list
-    EXPECT "unknown suite 'nosuch': no nosuch.suite in [^ ]*/share/tessera/bench/suites \\(suites there: cpu-kernels, cuda-llm, default, vulkan-vs-cuda; short names: cpu, cuda, vulkan\\)")
+    EXPECT "unknown suite 'nosuch': no nosuch.suite in [^ ]*/share/tessera/bench/suites \\(suites there: cpu-kernels, cuda-llm, default, serving, vulkan-vs-cuda; short names: cpu, cuda, vulkan\\)")
 # A name never leaves the directory; a path must exist.
 run(EXIT 2 ARGS bench --suite .cpu-kernels --list EXPECT "unknown suite '.cpu-kernels'")
 run(EXIT 2 ARGS bench --suite ${WORK_DIR}/none.suite --list
