@@ -63,7 +63,54 @@ def rows(name, fn, r, n, streams):
     emit(name, median_ms(fn, sets), streams * r * n * 2.0, "GB/s")
 
 
+# The lengths tessera's SHAPE option lens=LO-HI draws (tools/problem_attention.c,
+# attention_skewed_lengths) for the serving suite's rows.
+DECODE_LENS = [2701, 3934, 1872, 7274, 3057, 4025, 3153, 7600, 2492, 1593, 3785, 7814, 2902,
+               642, 890, 8099, 2610, 2980, 4382, 7120, 3607, 4757, 2755, 7327, 2406, 2716, 4900,
+               7312, 702, 3886, 4352, 7947]
+PREFILL_LENS = [910, 877, 2019, 3430, 1552, 423, 2346, 3417, 1143, 911, 1194, 3458, 1588, 1468,
+                1301, 3627]
+
+
+def serving():
+    """SDPA on the padded dense batch of the serving suite's rows: decode (one
+    query per sequence, GQA 32/8, keys padded to the longest and masked by
+    length) reported in GB/s of the key/value bytes the sequences use, as
+    tessera's rows count them; causal prefill padded to the longest, in
+    TFLOP/s of the sequences' own causal work."""
+    b, hq, hkv, d = len(DECODE_LENS), 32, 8, 128
+    longest = max(DECODE_LENS)
+    lens = torch.tensor(DECODE_LENS, device="cuda")
+    mask = (torch.arange(longest, device="cuda")[None, :] < lens[:, None])[:, None, None, :]
+    sets = [(torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16),
+             torch.randn(b, hkv, longest, d, device="cuda", dtype=torch.bfloat16),
+             torch.randn(b, hkv, longest, d, device="cuda", dtype=torch.bfloat16))
+            for _ in range(2)]
+    kv_bytes = 2.0 * 2.0 * sum(DECODE_LENS) * hkv * d
+    try:
+        ms = median_ms(lambda t: F.scaled_dot_product_attention(*t, attn_mask=mask,
+                                                                enable_gqa=True), sets)
+        emit("serving_decode_padded_sdpa", ms, kv_bytes, "GB/s")
+    except (RuntimeError, TypeError) as error:
+        print(f"# serving_decode_padded_sdpa: {error}".splitlines()[0], file=sys.stderr)
+    b, longest = len(PREFILL_LENS), max(PREFILL_LENS)
+    sets = [(torch.randn(b, hq, longest, d, device="cuda", dtype=torch.bfloat16),
+             torch.randn(b, hkv, longest, d, device="cuda", dtype=torch.bfloat16),
+             torch.randn(b, hkv, longest, d, device="cuda", dtype=torch.bfloat16))
+            for _ in range(2)]
+    flops = 4.0 * hq * d * sum(n * (n + 1) / 2 for n in PREFILL_LENS)
+    try:
+        ms = median_ms(lambda t: F.scaled_dot_product_attention(*t, is_causal=True,
+                                                                enable_gqa=True), sets)
+        emit("serving_prefill_padded_sdpa", ms, flops, "TFLOP/s")
+    except (RuntimeError, TypeError) as error:
+        print(f"# serving_prefill_padded_sdpa: {error}".splitlines()[0], file=sys.stderr)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "serving":
+        serving()
+        return
     from torch.nn.attention import SDPBackend
     size = 1 << 28
     src, dst = torch.empty(size, dtype=torch.uint8, device="cuda"), torch.empty(size, dtype=torch.uint8, device="cuda")
