@@ -51,37 +51,62 @@ static const vulkan_class_row class_rows[CLASS_COUNT_] = {
                         .gemm_large = "simt_64x64x16_8x8",
                         .gemm_large_outputs = 16384,
                         .attention_threads = 64,
-                        .attention_threads_only = true},
+                        .attention_threads_only = true,
+                        .decode_per_unit = 2,
+                        .decode_units = 8,
+                        .decode_min_chunk = 256,
+                        .decode_max_chunk = 1024,
+                        .kv_append = "kv_append_t64"},
     [CLASS_NVIDIA] = {.name = "nvidia",
                       .rows_min = 128,
                       .rows_max = 1024,
                       .elementwise = "elementwise_t256",
                       .gemm_simt = simt_gpu,
-                      .attention_threads = 128},
+                      .attention_threads = 128,
+                      .decode_per_unit = 16,
+                      .decode_units = 32,
+                      .decode_min_chunk = 256,
+                      .kv_append = "kv_append_t256"},
     [CLASS_AMD_WAVE32] = {.name = "amd-wave32",
                           .rows_min = 128,
                           .rows_max = 1024,
                           .elementwise = "elementwise_t256",
                           .gemm_simt = simt_gpu,
-                          .attention_threads = 128},
+                          .attention_threads = 128,
+                          .decode_per_unit = 16,
+                          .decode_units = 32,
+                          .decode_min_chunk = 256,
+                          .kv_append = "kv_append_t256"},
     [CLASS_AMD_WAVE64] = {.name = "amd-wave64",
                           .rows_min = 64,
                           .rows_max = 1024,
                           .elementwise = "elementwise_t256",
                           .gemm_simt = simt_gpu,
-                          .attention_threads = 128},
+                          .attention_threads = 128,
+                          .decode_per_unit = 16,
+                          .decode_units = 32,
+                          .decode_min_chunk = 256,
+                          .kv_append = "kv_append_t256"},
     [CLASS_INTEL] = {.name = "intel",
                      .rows_min = 64,
                      .rows_max = 512,
                      .elementwise = "elementwise_t128",
                      .gemm_simt = simt_intel,
-                     .attention_threads = 128},
+                     .attention_threads = 128,
+                     .decode_per_unit = 16,
+                     .decode_units = 32,
+                     .decode_min_chunk = 256,
+                     .kv_append = "kv_append_t256"},
     [CLASS_GENERIC] = {.name = "generic",
                        .rows_min = 64,
                        .rows_max = 256,
                        .elementwise = "elementwise_t128",
                        .gemm_simt = simt_generic,
-                       .attention_threads = 128}};
+                       .attention_threads = 128,
+                       .decode_per_unit = 16,
+                       .decode_units = 32,
+                       .decode_min_chunk = 256,
+                       .kv_append = "kv_append_t256"}};
 
 const vulkan_class_row *vulkan_class_of(const vulkan_device_props *p) {
   if (p->type == VK_PHYSICAL_DEVICE_TYPE_CPU)
@@ -459,19 +484,35 @@ tsr_status vulkan_gemm_variants(const vulkan_device_props *p, const vulkan_gemm_
 /* ------------------------------------------------------------------------ */
 
 static const vulkan_attention_config attention_configs[] = {
-    {"flash_d32_q32_r4_t64", 32, 32, 32, 4, 8, false},
-    {"flash_d64_q32_r4_t64", 32, 32, 64, 4, 8, false},
-    {"flash_d64_q64_r4_t128", 64, 32, 64, 4, 8, false},
-    {"flash_d128_q32_r4_t64", 32, 32, 128, 4, 8, false},
-    {"flash_d128_q16_r2_t64", 16, 32, 128, 2, 8, false},
-    {"flash_d128_q32_r2_t128", 32, 32, 128, 2, 8, false},
-    {"flash_d256_q16_r4_t64", 16, 16, 256, 4, 16, false},
-    {"flash_d256_q8_r2_t64", 8, 16, 256, 2, 16, false},
-    {"flash_d256_q16_r2_t128", 16, 16, 256, 2, 16, false},
-    {"coopmat_d64_q64", 64, 64, 64, 0, 0, true},
-    {"coopmat_d128_q64", 64, 64, 128, 0, 0, true},
+    {"flash_d32_q32_r4_t64", 32, 32, 32, 4, 8, false, false, 0},
+    {"flash_d64_q32_r4_t64", 32, 32, 64, 4, 8, false, false, 0},
+    {"flash_d64_q64_r4_t128", 64, 32, 64, 4, 8, false, false, 0},
+    {"flash_d128_q32_r4_t64", 32, 32, 128, 4, 8, false, false, 0},
+    {"flash_d128_q16_r2_t64", 16, 32, 128, 2, 8, false, false, 0},
+    {"flash_d128_q32_r2_t128", 32, 32, 128, 2, 8, false, false, 0},
+    {"flash_d256_q16_r4_t64", 16, 16, 256, 4, 16, false, false, 0},
+    {"flash_d256_q8_r2_t64", 8, 16, 256, 2, 16, false, false, 0},
+    {"flash_d256_q16_r2_t128", 16, 16, 256, 2, 16, false, false, 0},
+    {"coopmat_d64_q64", 64, 64, 64, 0, 0, true, false, 0},
+    {"coopmat_d128_q64", 64, 64, 128, 0, 0, true, false, 0},
+    {.name = "decode_split_auto", .decode = true, .splits = 0},
+    {.name = "decode_split1", .decode = true, .splits = 1},
+    {.name = "decode_split2", .decode = true, .splits = 2},
+    {.name = "decode_split4", .decode = true, .splits = 4},
+    {.name = "decode_split8", .decode = true, .splits = 8},
+    {.name = "decode_split16", .decode = true, .splits = 16},
+    {.name = "decode_split32", .decode = true, .splits = 32},
+    {.name = "decode_split64", .decode = true, .splits = 64},
 };
 enum { ATTENTION_CONFIGS = sizeof attention_configs / sizeof attention_configs[0] };
+
+/* The decode path: at most this many query rows per sequence (few rows
+ * against many keys; more rows are a prefill for the tile kernels), and for
+ * dense problems (which the tile kernels ran before serving existed) at
+ * least this many keys. Fixed listed splits stop where chunks would fall
+ * under DECODE_LISTED_CHUNK keys. */
+enum { DECODE_MAX_Q = 16, DECODE_DENSE_MIN_KV = 512, DECODE_LISTED_CHUNK = 64 };
+enum { DECODE_THREADS = 128, DECODE_CHUNK_ALIGN = 64 };
 
 const vulkan_attention_config *vulkan_attention_config_find(const char *name) {
   return tsr_plugin_row_find(attention_configs, ATTENTION_CONFIGS, sizeof attention_configs[0],
@@ -479,10 +520,78 @@ const vulkan_attention_config *vulkan_attention_config_find(const char *name) {
 }
 
 uint32_t vulkan_attention_threads(const vulkan_attention_config *c) {
+  if (c->decode)
+    return DECODE_THREADS;
   return c->coopmat ? 128 : c->br / c->rq * c->tpr;
 }
 
+void vulkan_attention_shape_of(const tsr_attention_args *a, vulkan_attention_shape *s) {
+  memset(s, 0, sizeof *s);
+  s->serving = tsr_plugin_attention_is_serving(a);
+  if (!s->serving) {
+    s->batch = a->q.shape[0];
+    s->max_q = a->q.shape[1];
+    s->hq = a->q.shape[2];
+    s->dim = a->q.shape[3];
+    s->max_kv = a->k.shape[1];
+    s->hkv = a->k.shape[2];
+    return;
+  }
+  s->packed_q = a->cu_seqlens_q.buffer != NULL;
+  s->packed_kv = a->cu_seqlens_kv.buffer != NULL;
+  s->paged = a->block_table.buffer != NULL;
+  s->batch = a->batch;
+  s->hq = a->q.shape[a->q.rank - 2];
+  s->dim = a->q.shape[a->q.rank - 1];
+  s->hkv = a->k.shape[a->k.rank - 2];
+  s->max_q = a->max_seqlen_q;
+  s->max_kv = a->max_seqlen_kv;
+}
+
+static uint64_t ceil_div(uint64_t x, uint64_t y) {
+  return (x + y - 1) / y;
+}
+
+void vulkan_decode_plan_of(const vulkan_device_props *p, const vulkan_attention_shape *s,
+                           const vulkan_attention_config *c, vulkan_decode_plan *out) {
+  const vulkan_class_row *t = vulkan_class_of(p);
+  uint32_t dp = 64;
+  while (dp < s->dim)
+    dp *= 2;
+  uint64_t group = s->hkv > 0 ? (uint64_t)(s->hq / s->hkv) : 1;
+  uint64_t rows = group * (uint64_t)s->max_q;
+  out->dp = dp;
+  out->rows = (uint32_t)rows;
+  out->rt = rows <= 4 ? 4 : 8;
+  out->row_tiles = (uint32_t)ceil_div(rows ? rows : 1, out->rt);
+  uint64_t kv = s->max_kv > 0 ? (uint64_t)s->max_kv : 1;
+  uint64_t splits = c->splits;
+  if (!splits) {
+    /* Enough workgroups to fill the device (decode_per_unit per unit), each
+     * chunk at least decode_min_chunk keys: every chunk writes a partial row
+     * the combine reads back, worth it only against enough keys. */
+    uint64_t units = p->compute_units ? p->compute_units : t->decode_units;
+    uint64_t base = (uint64_t)s->batch * (uint64_t)s->hkv * out->row_tiles;
+    splits = ceil_div(units * t->decode_per_unit, base ? base : 1);
+    uint64_t most = ceil_div(kv, t->decode_min_chunk);
+    if (splits > most)
+      splits = most;
+    if (splits < 1)
+      splits = 1;
+  }
+  if (t->decode_max_chunk && ceil_div(kv, splits) > t->decode_max_chunk)
+    splits = ceil_div(kv, t->decode_max_chunk);
+  uint64_t chunk = ceil_div(ceil_div(kv, splits), DECODE_CHUNK_ALIGN) * DECODE_CHUNK_ALIGN;
+  out->chunk = (uint32_t)chunk;
+  out->splits = (uint32_t)ceil_div(kv, chunk);
+}
+
+/* Shared memory of a config (as the shaders declare it). decode: the lane
+ * sums (at most 16 per invocation, without subgroups), one row of every key
+ * group's outputs and the groups' (m, l). */
 static uint32_t attention_shared_bytes(const vulkan_attention_config *c) {
+  if (c->decode)
+    return 4 * (DECODE_THREADS * 16 + DECODE_THREADS * 8 + DECODE_THREADS * 2);
   /* coopmat: the staged f16 rows (padded by 8), then a 16 x bc f32 region
    * per subgroup. */
   if (c->coopmat)
@@ -491,88 +600,153 @@ static uint32_t attention_shared_bytes(const vulkan_attention_config *c) {
 }
 
 /* The coopmat attention: f16 on a device with the GEMM's 16x8x16 shape, and
- * subgroup shuffles and votes (its scalar softmax pairs invocations). */
-static bool attention_coopmat_usable(const vulkan_device_props *p, const tsr_attention_args *a) {
+ * subgroup shuffles and votes (its scalar softmax pairs invocations). Serving
+ * prefill runs its _serving builds where COOPMAT_SERVING is 1 (0 leaves the
+ * serving forms to the scalar and decode shaders). */
+enum { COOPMAT_SERVING = 1 };
+
+static bool attention_coopmat_usable(const vulkan_device_props *p, const tsr_attention_args *a,
+                                     const vulkan_attention_shape *s) {
   return a->q.dtype == TSR_DTYPE_F16 && vulkan_coopmat_route_of(p) != VULKAN_COOPMAT_NONE &&
-         p->subgroup_shuffle_vote;
+         p->subgroup_shuffle_vote && (COOPMAT_SERVING || !s->serving);
 }
 
 static bool attention_problem_ok(const vulkan_device_props *p, const tsr_attention_args *a,
-                                 char *why, size_t capacity) {
+                                 const vulkan_attention_shape *s, char *why, size_t capacity) {
   if (!dtype_usable(p, a->q.dtype, why, capacity))
     return false;
   const tsr_plugin_tensor *ts[4] = {&a->q, &a->k, &a->v, &a->o};
   static const char *names[4] = {"q", "k", "v", "o"};
-  for (int i = 0; i < 4; i++)
-    if (ts[i]->shape[3] > 1 && ts[i]->strides[3] != 1) {
+  for (int i = 0; i < 4; i++) {
+    int last = ts[i]->rank - 1;
+    if (ts[i]->shape[last] > 1 && ts[i]->strides[last] != 1) {
       snprintf(why, capacity, "%s's head dimension has stride %lld; this plugin needs 1", names[i],
-               (long long)ts[i]->strides[3]);
+               (long long)ts[i]->strides[last]);
       return false;
     }
-  if (a->q.shape[3] > 256) {
-    snprintf(why, capacity, "head dim %lld is above 256", (long long)a->q.shape[3]);
+  }
+  if (s->dim > 256) {
+    snprintf(why, capacity, "head dim %lld is above 256", (long long)s->dim);
     return false;
   }
   /* The shader's key positions (i + Skv - Sq, +- windows) are 32-bit ints. */
-  if (a->q.shape[1] + a->k.shape[1] > INT32_MAX / 2 || a->q.shape[2] > p->max_workgroup_count[1] ||
-      a->q.shape[0] > p->max_workgroup_count[2]) {
+  if (s->max_q + s->max_kv > INT32_MAX / 2 || s->hq > p->max_workgroup_count[1] ||
+      s->batch > p->max_workgroup_count[2]) {
     snprintf(why, capacity, "sequence, head or batch extents beyond the device's grid");
     return false;
   }
   return true;
 }
 
+/* Whether the decode path can run the problem, and whether the heuristic
+ * wants it there. */
+static bool decode_fits(const vulkan_device_props *p, const vulkan_attention_shape *s,
+                        const vulkan_attention_config *c) {
+  if (s->max_q > DECODE_MAX_Q || s->hkv <= 0 ||
+      attention_shared_bytes(c) > p->shared_memory_bytes ||
+      DECODE_THREADS > p->max_workgroup_invocations || s->hkv > p->max_workgroup_count[1])
+    return false;
+  vulkan_decode_plan d;
+  vulkan_decode_plan_of(p, s, c, &d);
+  /* The partials (dp floats and an (m, l) pair per row and chunk) with
+   * 32-bit indices in one binding of scratch, after the plan (its largest,
+   * a table's worth, is left to run's check). */
+  uint64_t slots = (uint64_t)s->batch * (uint64_t)s->hkv * d.splits * d.row_tiles * d.rt;
+  return (uint64_t)d.splits * d.row_tiles <= p->max_workgroup_count[0] &&
+         s->max_q <= p->max_workgroup_count[0] && slots * (d.dp + 2) <= UINT32_MAX &&
+         (!p->max_storage_range || slots * (d.dp + 2) * 4 <= p->max_storage_range);
+}
+
+static bool decode_wanted(const vulkan_attention_shape *s) {
+  return s->max_q <= DECODE_MAX_Q && (s->serving || s->max_kv >= DECODE_DENSE_MIN_KV);
+}
+
+/* Fixed split counts are listed while their chunks keep DECODE_LISTED_CHUNK
+ * keys (and the first, 1, always), and where they are within the class's
+ * longest chunk. */
+static bool decode_listed(const vulkan_device_props *p, const vulkan_attention_shape *s,
+                          const vulkan_attention_config *c) {
+  uint64_t kv = (uint64_t)(s->max_kv > 0 ? s->max_kv : 1);
+  uint32_t most = vulkan_class_of(p)->decode_max_chunk;
+  if (c->splits && most && ceil_div(kv, c->splits) > most)
+    return false;
+  return c->splits <= 1 || (uint64_t)(c->splits - 1) * DECODE_LISTED_CHUNK < kv;
+}
+
+static int decode_add(tsr_plugin_variant_list *out, const vulkan_device_props *p,
+                      const vulkan_attention_shape *s, const vulkan_attention_config *c) {
+  vulkan_decode_plan d;
+  vulkan_decode_plan_of(p, s, c, &d);
+  return tsr_plugin_variants_add(out, c->name,
+                                 "split-KV decode%s: %u x %u keys per sequence, %u GQA rows per "
+                                 "workgroup, head dim <= %u, 128 invocations, then a combine pass",
+                                 c->splits ? "" : " (heuristic)", d.splits, d.chunk, d.rt, d.dp);
+}
+
 tsr_status vulkan_attention_variants(const vulkan_device_props *p, const tsr_attention_args *a,
                                      tsr_plugin_variant_list *out, char *why, size_t capacity) {
-  if (!attention_problem_ok(p, a, why, capacity))
+  vulkan_attention_shape s;
+  vulkan_attention_shape_of(a, &s);
+  if (!attention_problem_ok(p, a, &s, why, capacity))
     return TSR_ERROR_UNSUPPORTED;
   const vulkan_class_row *t = vulkan_class_of(p);
-  int64_t dim = a->q.shape[3];
+  int64_t dim = s.dim;
   uint32_t dp = 32;
   while (dp < dim)
     dp *= 2;
   /* lavapipe: the 64-invocation configs (fewer SIMD passes per barrier);
    * GPUs: 128 invocations and 32 rows where the head dim allows. */
-  bool coop = attention_coopmat_usable(p, a);
+  bool coop = attention_coopmat_usable(p, a, &s);
+  bool decode =
+      decode_wanted(&s) && decode_fits(p, &s, vulkan_attention_config_find("decode_split_auto"));
   const char *pick = NULL;
   uint32_t picked_rows = 0, coop_dp = 0;
+  bool decode_picked = false;
   out->count = 0;
   out->heuristic = 0;
   for (int i = 0; i < ATTENTION_CONFIGS; i++) {
     const vulkan_attention_config *c = &attention_configs[i];
-    uint32_t threads = vulkan_attention_threads(c);
-    if (c->dp < dim || threads > p->max_workgroup_invocations ||
-        attention_shared_bytes(c) > p->shared_memory_bytes || (c->coopmat && !coop))
-      continue;
-    uint64_t groups = ((uint64_t)a->q.shape[1] + c->br - 1) / c->br;
-    if (groups > p->max_workgroup_count[0])
-      continue;
     bool picked;
     int index;
-    if (c->coopmat) {
-      /* The smallest head-dim capacity wins over every scalar config
-       * (H100, f16 D128: see docs/PERFORMANCE.md). */
-      picked = !coop_dp || c->dp < coop_dp;
-      if (picked)
-        coop_dp = c->dp;
-      index = tsr_plugin_variants_add(
-          out, c->name,
-          "cooperative matrices (%s) 16x8x16 f16 -> f32: %u query rows x %u keys per step, "
-          "head dim <= %u, 4 subgroups of 32, %u B shared, lazily rescaled output",
-          coopmat_route_name(p), c->br, c->bc, c->dp, attention_shared_bytes(c));
+    if (c->decode) {
+      if (!decode_fits(p, &s, c) || !decode_listed(p, &s, c))
+        continue;
+      picked = decode && c->splits == 0;
+      decode_picked = decode_picked || picked;
+      index = decode_add(out, p, &s, c);
     } else {
-      /* GPUs: 128 invocations, the most rows per workgroup (H100, f16 D128:
-       * q32_r2_t128 90.6 ms, q32_r4_t64 124.6 ms). */
-      bool want =
-          c->dp == dp && (threads == t->attention_threads || (!t->attention_threads_only && !pick));
-      picked = want && !coop_dp && (!pick || c->br > picked_rows);
-      if (picked)
-        picked_rows = c->br;
-      index = tsr_plugin_variants_add(
-          out, c->name,
-          "scalar online softmax: %u query rows x %u keys per step, head dim <= %u, %u rows "
-          "per invocation, %u invocations, %u B shared",
-          c->br, c->bc, c->dp, c->rq, threads, attention_shared_bytes(c));
+      uint32_t threads = vulkan_attention_threads(c);
+      if (c->dp < dim || threads > p->max_workgroup_invocations ||
+          attention_shared_bytes(c) > p->shared_memory_bytes || (c->coopmat && !coop))
+        continue;
+      uint64_t groups = ((uint64_t)s.max_q + c->br - 1) / c->br;
+      if (groups > p->max_workgroup_count[0])
+        continue;
+      if (c->coopmat) {
+        /* The smallest head-dim capacity wins over every scalar config
+         * (H100, f16 D128: see docs/PERFORMANCE.md). */
+        picked = !decode && (!coop_dp || c->dp < coop_dp);
+        if (picked)
+          coop_dp = c->dp;
+        index = tsr_plugin_variants_add(
+            out, c->name,
+            "cooperative matrices (%s) 16x8x16 f16 -> f32: %u query rows x %u keys per step, "
+            "head dim <= %u, 4 subgroups of 32, %u B shared, lazily rescaled output",
+            coopmat_route_name(p), c->br, c->bc, c->dp, attention_shared_bytes(c));
+      } else {
+        /* GPUs: 128 invocations, the most rows per workgroup (H100, f16 D128:
+         * q32_r2_t128 90.6 ms, q32_r4_t64 124.6 ms). */
+        bool want = c->dp == dp &&
+                    (threads == t->attention_threads || (!t->attention_threads_only && !pick));
+        picked = !decode && want && !coop_dp && (!pick || c->br > picked_rows);
+        if (picked)
+          picked_rows = c->br;
+        index = tsr_plugin_variants_add(
+            out, c->name,
+            "scalar online softmax: %u query rows x %u keys per step, head dim <= %u, %u rows "
+            "per invocation, %u invocations, %u B shared",
+            c->br, c->bc, c->dp, c->rq, threads, attention_shared_bytes(c));
+      }
     }
     if (picked && index >= 0) {
       pick = c->name;
@@ -583,6 +757,14 @@ tsr_status vulkan_attention_variants(const vulkan_device_props *p, const tsr_att
     snprintf(why, capacity, "no attention config fits this device's limits for this problem");
     return TSR_ERROR_UNSUPPORTED;
   }
+  if (decode_picked) {
+    snprintf(out->reason, sizeof out->reason,
+             "%s table: split-KV decode (max_seqlen_q %lld <= %d, up to %lld keys), key chunks "
+             "for %u workgroups per compute unit: %s",
+             t->name, (long long)s.max_q, DECODE_MAX_Q, (long long)s.max_kv, t->decode_per_unit,
+             out->variants[out->heuristic].name);
+    return TSR_OK;
+  }
   snprintf(out->reason, sizeof out->reason,
            "%s table: %s, the smallest head-dim capacity for D = %lld, %s: %s", t->name,
            coop_dp ? "f16 on cooperative matrices" : "scalar", (long long)dim,
@@ -591,4 +773,34 @@ tsr_status vulkan_attention_variants(const vulkan_device_props *p, const tsr_att
                                        : "wide workgroups",
            out->variants[out->heuristic].name);
   return TSR_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* kv_append                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static const vulkan_kv_append_config kv_append_configs[] = {{"kv_append_t64", 64},
+                                                            {"kv_append_t256", 256}};
+enum { KV_APPEND_CONFIGS = sizeof kv_append_configs / sizeof kv_append_configs[0] };
+
+void vulkan_kv_append_variants(const vulkan_device_props *p, tsr_plugin_variant_list *out) {
+  const vulkan_class_row *t = vulkan_class_of(p);
+  out->count = 0;
+  out->heuristic = 0;
+  for (int i = 0; i < KV_APPEND_CONFIGS; i++) {
+    const vulkan_kv_append_config *c = &kv_append_configs[i];
+    if (c->threads > p->max_workgroup_invocations)
+      continue;
+    int index = tsr_plugin_variants_add(
+        out, c->name, "%u invocations per workgroup, one element of k_new (and v_new) each",
+        c->threads);
+    if (index >= 0 && strcmp(c->name, t->kv_append) == 0)
+      out->heuristic = index;
+  }
+  snprintf(out->reason, sizeof out->reason, "%s table: %s", t->name, t->kv_append);
+}
+
+const vulkan_kv_append_config *vulkan_kv_append_config_find(const char *name) {
+  return tsr_plugin_row_find(kv_append_configs, KV_APPEND_CONFIGS, sizeof kv_append_configs[0],
+                             name);
 }

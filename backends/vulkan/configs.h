@@ -32,6 +32,15 @@ typedef struct vulkan_class_row {
    * (else the first config of the head dim until one has that many). */
   uint32_t attention_threads;
   bool attention_threads_only;
+  /* Decode heuristic (split-KV): key chunks per sequence so that B * Hkv *
+   * row tiles * chunks reaches decode_per_unit workgroups per compute unit
+   * (decode_units where the device does not say how many it has), each
+   * chunk at least decode_min_chunk keys. */
+  uint32_t decode_per_unit, decode_units, decode_min_chunk;
+  /* At most this many keys per chunk (0: any): lavapipe ends every loop of an
+   * invocation after 65535 iterations in all (see attention_decode.comp). */
+  uint32_t decode_max_chunk;
+  const char *kv_append; /* the kv_append variant picked */
 } vulkan_class_row;
 
 const vulkan_class_row *vulkan_class_of(const vulkan_device_props *props);
@@ -119,16 +128,56 @@ void vulkan_gemm_grid(const vulkan_gemm_problem *g, const vulkan_gemm_config *c,
  * invocations share rq rows (threads = br / rq * tpr). The GPU builds fix
  * bc at 32 (16 above dp 128): see attention.comp. coopmat: f16 on
  * cooperative matrices (attention_coopmat.comp), 4 subgroups of 32, 64 rows
- * and 64 keys per step (rq, tpr unused). */
+ * and 64 keys per step (rq, tpr unused). decode: the split-KV path
+ * (attention_decode.comp, then attention_combine.comp) with `splits` key
+ * chunks per sequence (0: the heuristic's count); its head-dim capacity and
+ * rows per workgroup follow the problem (vulkan_decode_plan). */
 typedef struct vulkan_attention_config {
   const char *name;
   uint32_t br, bc, dp, rq, tpr;
   bool coopmat;
+  bool decode;
+  uint32_t splits;
 } vulkan_attention_config;
+
+/* An attention problem's extents, dense or serving: B, the heads, the head
+ * dim and the query / key length bounds (dense: Sq and Skv), and its
+ * layouts. */
+typedef struct vulkan_attention_shape {
+  int64_t batch, hq, hkv, dim, max_q, max_kv;
+  bool serving; /* tsr_plugin_attention_is_serving */
+  bool packed_q, packed_kv, paged;
+} vulkan_attention_shape;
+
+void vulkan_attention_shape_of(const tsr_attention_args *a, vulkan_attention_shape *out);
+
+/* The decode path's launch geometry for a problem and a decode config:
+ * head-dim capacity dp (64, 128, 256), rows per workgroup rt (4 or 8; the
+ * build's KU keys per group per step with it), the rows of one kv head
+ * (group * max_q) in row_tiles tiles, and the key chunks: splits (resolved)
+ * of `chunk` keys. */
+typedef struct vulkan_decode_plan {
+  uint32_t dp, rt, rows, row_tiles;
+  uint32_t splits, chunk;
+} vulkan_decode_plan;
+
+void vulkan_decode_plan_of(const vulkan_device_props *props, const vulkan_attention_shape *s,
+                           const vulkan_attention_config *c, vulkan_decode_plan *out);
 
 tsr_status vulkan_attention_variants(const vulkan_device_props *props, const tsr_attention_args *a,
                                      tsr_plugin_variant_list *out, char *why, size_t capacity);
 const vulkan_attention_config *vulkan_attention_config_find(const char *name);
 uint32_t vulkan_attention_threads(const vulkan_attention_config *c);
+
+/* ---- kv_append ---- */
+
+/* Invocations per workgroup (one element of k_new each). */
+typedef struct vulkan_kv_append_config {
+  const char *name;
+  uint32_t threads;
+} vulkan_kv_append_config;
+
+void vulkan_kv_append_variants(const vulkan_device_props *props, tsr_plugin_variant_list *out);
+const vulkan_kv_append_config *vulkan_kv_append_config_find(const char *name);
 
 #endif /* TESSERA_VULKAN_CONFIGS_H */

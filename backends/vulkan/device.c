@@ -175,7 +175,13 @@ tsr_status vulkan_device_info(void *handle, uint32_t index, tsr_device_info *inf
   info->dtype_mask = (1u << TSR_DTYPE_F32) | (1u << TSR_DTYPE_I32);
   if (p->storage_16bit)
     info->dtype_mask |= (1u << TSR_DTYPE_F16) | (1u << TSR_DTYPE_BF16);
-  info->op_mask = (1u << TSR_OP_COUNT_) - 1u;
+  /* Named one by one: an op a newer header adds is not claimed until this
+   * plugin runs it (kv_append's bit also says every serving attention form
+   * runs here: the core sends those only to devices that set it). */
+  info->op_mask = (1u << TSR_OP_GEMM) | (1u << TSR_OP_GROUPED_GEMM) | (1u << TSR_OP_ATTENTION) |
+                  (1u << TSR_OP_RMSNORM) | (1u << TSR_OP_LAYERNORM) | (1u << TSR_OP_SOFTMAX) |
+                  (1u << TSR_OP_ROPE) | (1u << TSR_OP_SWIGLU) | (1u << TSR_OP_GELU) |
+                  (1u << TSR_OP_CROSS_ENTROPY) | (1u << TSR_OP_KV_APPEND);
   info->host_visible = 0;
   if (info->struct_size >= offsetof(tsr_device_info, details) + sizeof info->details) {
     char shapes[256] = "";

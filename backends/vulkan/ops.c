@@ -445,10 +445,10 @@ static tsr_status fused_run(vulkan_queue *queue, tsr_op op, const void *args,
     vector_params(op, &l, config->width);
   if (op == TSR_OP_CROSS_ENTROPY) {
     const tsr_cross_entropy_args *a = args;
-    l.bindings[4] = (vulkan_binding){queue->status->handle, queue->status->offset, 4};
-    queue->status_armed = true;
-    queue->status_vocab = a->logits.shape[1];
-    queue->status_ignore_index = a->ignore_index;
+    /* Word 0 (TSR_PLUGIN_FAULT_CE_TARGET) is the shader's bad_row. */
+    l.bindings[4] = vulkan_queue_faults(queue);
+    queue->fault_context.vocab = a->logits.shape[1];
+    queue->fault_context.ignore_index = a->ignore_index;
   }
   uint32_t gx, gy;
   fold(groups, p->max_workgroup_count[0], &gx, &gy);

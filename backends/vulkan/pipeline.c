@@ -237,15 +237,25 @@ void vulkan_pipelines_release(vulkan_device *device) {
 tsr_status vulkan_config_get(vulkan_device *device, tsr_op op, const char *name, const void *row,
                              const vulkan_pipeline *pipeline, uint32_t width,
                              const vulkan_config **out) {
+  const vulkan_pipeline *none[VULKAN_CONFIG_EXTRA] = {NULL};
+  return vulkan_config_get_with(device, op, name, row, pipeline, width, none, out);
+}
+
+tsr_status vulkan_config_get_with(vulkan_device *device, tsr_op op, const char *name,
+                                  const void *row, const vulkan_pipeline *pipeline, uint32_t width,
+                                  const vulkan_pipeline *const extra[VULKAN_CONFIG_EXTRA],
+                                  const vulkan_config **out) {
   pthread_mutex_lock(&device->config_lock);
   vulkan_config *config = device->configs;
-  while (config && !(config->op == op && config->row == row && config->pipeline == pipeline &&
-                     config->width == width))
+  while (config &&
+         !(config->op == op && config->row == row && config->pipeline == pipeline &&
+           config->width == width && memcmp(config->extra, extra, sizeof config->extra) == 0))
     config = config->next;
   if (!config) {
     config = calloc(1, sizeof *config);
     if (config) {
-      *config = (vulkan_config){name, device->configs, op, row, pipeline, width};
+      *config = (vulkan_config){name, device->configs, op, row, pipeline, width, {NULL}};
+      memcpy(config->extra, extra, sizeof config->extra);
       device->configs = config;
     }
   }

@@ -3,7 +3,8 @@
  * points, which only route: init and shutdown live in instance.c, devices in
  * device.c, memory in memory.c, queues and events in queue.c, pipelines and
  * prepared configs in pipeline.c, variant tables and heuristics in
- * configs.c, launches in ops.c (fused ops), ops_gemm.c and ops_attention.c. */
+ * configs.c, launches in ops.c (fused ops), ops_gemm.c, ops_attention.c and
+ * ops_kv_append.c. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +26,8 @@ static const vulkan_op_family *family_of(tsr_op op) {
     return &vulkan_gemm_family;
   case TSR_OP_ATTENTION:
     return &vulkan_attention_family;
+  case TSR_OP_KV_APPEND:
+    return &vulkan_kv_append_family;
   default:
     return tsr_plugin_op_known(op) ? &vulkan_fused_family : NULL;
   }

@@ -118,6 +118,61 @@ typedef struct vulkan_attention_push {
   float scale_log2;                      /* scale * log2(e): the shader uses exp2 */
 } vulkan_attention_push;
 
+/* Mirrors AttentionServingPush (attention.comp's _serving builds); views as
+ * attention_serving.glsl describes them. */
+typedef struct vulkan_attention_serving_push {
+  uint32_t max_q, plan_stride, group, block_size;
+  vulkan_attention_view q, k, v, o, lse;
+  uint32_t dim, flags; /* VULKAN_SERVING_* */
+  int32_t window_left, window_right;
+  float scale_log2, softcap_log2; /* softcap * log2(e); 0: none */
+} vulkan_attention_serving_push;
+
+/* attention_serving.glsl's flags. */
+enum { VULKAN_SERVING_LSE = 1, VULKAN_SERVING_PAGED = 2, VULKAN_SERVING_PLAN = 4 };
+
+/* Mirrors PlanPush (kernels/attention_plan.comp). */
+typedef struct vulkan_attention_plan_push {
+  uint32_t batch, flags; /* 1 cu_seqlens_q, 2 cu_seqlens_kv, 4 block_table, 8 seqlens_kv */
+  uint32_t cu_q_first, cu_q_stride, cu_kv_first, cu_kv_stride;
+  uint32_t table_first, table_s0, table_s1, table_blocks;
+  uint32_t lens_first, lens_stride;
+  int32_t q_rows, kv_rows, block_size, max_q, max_kv;
+  uint32_t plan_stride;
+} vulkan_attention_plan_push;
+
+/* Mirrors DecodePush (kernels/attention_decode.comp). */
+typedef struct vulkan_attention_decode_push {
+  uint32_t max_q, plan_stride, group, block_size;
+  vulkan_attention_view q, k, v;
+  uint32_t dim, flags;
+  int32_t window_left, window_right;
+  float scale_log2, softcap_log2;
+  uint32_t max_kv, chunk, rows, row_tiles, ml_base;
+  uint32_t block_shift; /* log2(block_size) for powers of two, else 0 */
+} vulkan_attention_decode_push;
+
+/* Mirrors CombinePush (kernels/attention_combine.comp). */
+typedef struct vulkan_attention_combine_push {
+  uint32_t max_q, plan_stride, group, block_size;
+  vulkan_attention_view o, lse;
+  uint32_t dim, flags;
+  float softcap_log2;
+  uint32_t max_kv, chunk, chunks, rows_pad, dp, ml_base;
+} vulkan_attention_combine_push;
+
+/* ---- kv_append (ops_kv_append.c) ---- */
+
+/* Mirrors KvAppendPush (kernels/kv_append.comp). */
+typedef struct vulkan_kv_append_push {
+  uint32_t count, heads, dim, flags;  /* flags bit 0: values too */
+  vulkan_attention_view k_new, v_new; /* first, strides along T, Hkv, D */
+  uint32_t kc_first, kc_s0, kc_s1, kc_s2, kc_s3;
+  uint32_t vc_first, vc_s0, vc_s1, vc_s2, vc_s3;
+  uint32_t slots_first, slots_stride, block_size;
+  int32_t slot_count;
+} vulkan_kv_append_push;
+
 _Static_assert(sizeof(vulkan_rmsnorm_push) <= VULKAN_PUSH_BYTES &&
                    sizeof(vulkan_layernorm_push) <= VULKAN_PUSH_BYTES &&
                    sizeof(vulkan_softmax_push) <= VULKAN_PUSH_BYTES &&
@@ -126,7 +181,12 @@ _Static_assert(sizeof(vulkan_rmsnorm_push) <= VULKAN_PUSH_BYTES &&
                    sizeof(vulkan_gelu_push) <= VULKAN_PUSH_BYTES &&
                    sizeof(vulkan_rope_push) <= VULKAN_PUSH_BYTES &&
                    sizeof(vulkan_gemm_push) <= VULKAN_PUSH_BYTES &&
-                   sizeof(vulkan_attention_push) <= VULKAN_PUSH_BYTES,
+                   sizeof(vulkan_attention_push) <= VULKAN_PUSH_BYTES &&
+                   sizeof(vulkan_attention_serving_push) <= VULKAN_PUSH_BYTES &&
+                   sizeof(vulkan_attention_plan_push) <= VULKAN_PUSH_BYTES &&
+                   sizeof(vulkan_attention_decode_push) <= VULKAN_PUSH_BYTES &&
+                   sizeof(vulkan_attention_combine_push) <= VULKAN_PUSH_BYTES &&
+                   sizeof(vulkan_kv_append_push) <= VULKAN_PUSH_BYTES,
                "push constants fit VULKAN_PUSH_BYTES");
 
 #endif /* TESSERA_VULKAN_PUSH_CONSTANTS_H */

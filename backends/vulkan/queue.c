@@ -21,7 +21,7 @@ enum {
   QUERY_COUNT = 4096,
   STAGING_MIN = 4 << 20,
   STAGING_MAX = 64 << 20,
-  STATUS_NONE = INT32_MAX
+  FAULT_BYTES = TSR_PLUGIN_FAULT_COUNT * 4
 };
 
 static const vulkan_plugin *plugin_of(const vulkan_queue *queue) {
@@ -310,7 +310,7 @@ static void release_queue(vulkan_queue *queue) {
   vulkan_buffer_destroy(device, queue->staging);
   vulkan_buffer_destroy(device, queue->scratch);
   vulkan_buffer_destroy(device, queue->upload);
-  vulkan_buffer_destroy(device, queue->status);
+  vulkan_buffer_destroy(device, queue->faults);
   free(queue->flight);
   free(queue->spare);
   free(queue);
@@ -360,11 +360,11 @@ tsr_status vulkan_queue_create(void *handle, void **out) {
     release_queue(queue);
     return status;
   }
-  /* The status word cross_entropy reports bad targets through. */
-  tsr_status status = vulkan_buffer_create(device, sizeof(int32_t), false, &queue->status);
+  /* The fault words kernels report bad device-side indices through. */
+  tsr_status status = vulkan_buffer_create(device, FAULT_BYTES, false, &queue->faults);
   if (status == TSR_OK) {
-    vulkan_binding b = {queue->status->handle, queue->status->offset, 4};
-    status = vulkan_fill(queue, &b, 4, (uint32_t)STATUS_NONE);
+    vulkan_binding b = {queue->faults->handle, queue->faults->offset, FAULT_BYTES};
+    status = vulkan_fill(queue, &b, FAULT_BYTES, (uint32_t)TSR_PLUGIN_FAULT_NONE);
   }
   if (status == TSR_OK)
     status = vulkan_queue_flush(queue, true);
@@ -549,8 +549,16 @@ tsr_status vulkan_buffer_copy(void *handle, void *src_handle, uint64_t src_offse
                      dst->offset + dst_offset, bytes);
 }
 
-/* Waits for the queue; a failed submission, a lost device, or a bad
- * cross-entropy target found by a shader is returned here, once. */
+vulkan_binding vulkan_queue_faults(vulkan_queue *queue) {
+  queue->faults_armed = true;
+  return (vulkan_binding){queue->faults->handle, queue->faults->offset, FAULT_BYTES};
+}
+
+/* Waits for the queue; a failed submission, a lost device, or a fault a
+ * shader recorded (a bad cross-entropy target, attention offsets, lengths
+ * or block-table entries, kv_append slots) is returned here, once: the
+ * words are read, reset to TSR_PLUGIN_FAULT_NONE, and the first kind at
+ * fault is reported (tsr_plugin_fault_report). */
 tsr_status vulkan_queue_finish(void *handle) {
   vulkan_queue *queue = handle;
   const vulkan_plugin *plugin = plugin_of(queue);
@@ -560,27 +568,25 @@ tsr_status vulkan_queue_finish(void *handle) {
     queue->failed = TSR_OK;
     return tsr_plugin_fail(&plugin->host, status, "queued work failed on the device");
   }
-  if (status != TSR_OK || !queue->status_armed)
+  if (status != TSR_OK || !queue->faults_armed)
     return status;
-  queue->status_armed = false;
-  int32_t bad_row = STATUS_NONE;
-  status = vulkan_buffer_read(queue, queue->status, 0, &bad_row, sizeof bad_row);
+  queue->faults_armed = false;
+  int32_t words[TSR_PLUGIN_FAULT_COUNT];
+  status = vulkan_buffer_read(queue, queue->faults, 0, words, sizeof words);
   if (status != TSR_OK)
     return status;
-  if (bad_row != STATUS_NONE) {
-    vulkan_binding b = {queue->status->handle, queue->status->offset, 4};
-    status = vulkan_fill(queue, &b, 4, (uint32_t)STATUS_NONE);
-    if (status == TSR_OK)
-      status = vulkan_queue_flush(queue, true);
-    if (status != TSR_OK)
-      return status;
-    return tsr_plugin_fail(
-        &plugin->host, TSR_ERROR_INVALID_VALUE,
-        "cross_entropy: targets[%d] is outside [0, %lld) and is not ignore_index "
-        "(%lld); its loss is NaN",
-        (int)bad_row, (long long)queue->status_vocab, (long long)queue->status_ignore_index);
-  }
-  return TSR_OK;
+  bool any = false;
+  for (int i = 0; i < TSR_PLUGIN_FAULT_COUNT; i++)
+    any = any || words[i] != TSR_PLUGIN_FAULT_NONE;
+  if (!any)
+    return TSR_OK;
+  vulkan_binding b = {queue->faults->handle, queue->faults->offset, FAULT_BYTES};
+  status = vulkan_fill(queue, &b, FAULT_BYTES, (uint32_t)TSR_PLUGIN_FAULT_NONE);
+  if (status == TSR_OK)
+    status = vulkan_queue_flush(queue, true);
+  if (status != TSR_OK)
+    return status;
+  return tsr_plugin_fault_report(&plugin->host, words, &queue->fault_context);
 }
 
 /* ------------------------------------------------------------------------ */

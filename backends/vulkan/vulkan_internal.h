@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Internal declarations of the Vulkan plugin, shared by its files (plugin.c,
  * instance.c, device.c, memory.c, queue.c, pipeline.c, spirv_rewrite.c,
- * configs.c, ops.c, ops_gemm.c, ops_attention.c). Not installed.
+ * configs.c, ops.c, ops_gemm.c, ops_attention.c, ops_kv_append.c). Not installed.
  *
  * Shaders
  * -------
@@ -207,11 +207,14 @@ typedef struct vulkan_queue {
   vulkan_buffer *scratch;
   /* Small tables ops upload (vulkan_queue_upload), made on first use. */
   vulkan_buffer *upload;
-  /* int32 on the device: the smallest row a cross_entropy found a bad target
-   * in (INT32_MAX: none), read and reset by queue_finish. */
-  vulkan_buffer *status;
-  bool status_armed;
-  int64_t status_vocab, status_ignore_index;
+  /* TSR_PLUGIN_FAULT_COUNT int32 words on the device, each the smallest
+   * index at fault of its kind (TSR_PLUGIN_FAULT_NONE: none), read and reset
+   * by queue_finish when an op that can fault armed them
+   * (vulkan_queue_faults); fault_context: the last cross_entropy's vocab and
+   * ignore_index, for the sentence. */
+  vulkan_buffer *faults;
+  bool faults_armed;
+  tsr_plugin_fault_context fault_context;
   tsr_status failed; /* a submission error, returned by queue_finish */
 } vulkan_queue;
 
@@ -349,6 +352,10 @@ tsr_status vulkan_queue_scratch(vulkan_queue *queue, uint64_t bytes, vulkan_bind
  * the next upload on this queue; independent of vulkan_queue_scratch. */
 tsr_status vulkan_queue_upload(vulkan_queue *queue, const void *data, uint32_t bytes,
                                vulkan_binding *out);
+/* The binding of the queue's fault words (TSR_PLUGIN_FAULT_COUNT int32,
+ * word k the kind k of plugin.h; shaders atomicMin an index into one), and
+ * arms queue_finish to read them. */
+vulkan_binding vulkan_queue_faults(vulkan_queue *queue);
 /* Submits the open command buffer (if any); wait: also waits for the queue. */
 tsr_status vulkan_queue_flush(vulkan_queue *queue, bool wait);
 
@@ -362,6 +369,8 @@ tsr_status vulkan_queue_flush(vulkan_queue *queue, bool wait);
 /* A prepared config, op_select's `config`: the variant's row and the
  * pipeline built for the problem, kept per device until device_close (one
  * per op, row, pipeline and width), so op_run looks nothing up. */
+enum { VULKAN_CONFIG_EXTRA = 2 };
+
 typedef struct vulkan_config {
   const char *name; /* the variant: the row's name */
   struct vulkan_config *next;
@@ -369,17 +378,24 @@ typedef struct vulkan_config {
   const void *row;                 /* the variant's row in its configs.c table */
   const vulkan_pipeline *pipeline; /* NULL: the problem is empty, nothing runs */
   uint32_t width;                  /* fused ops: elements per vector unit */
+  /* Passes around the main one (serving attention: the plan pass, and the
+   * decode path's combine pass); NULL where the op has none. */
+  const vulkan_pipeline *extra[VULKAN_CONFIG_EXTRA];
 } vulkan_config;
 
 /* The device's config for (op, row, pipeline, width), made on first use
- * (pipeline.c); `name` is the row's. */
+ * (pipeline.c); `name` is the row's. _with: and its extra pipelines. */
 tsr_status vulkan_config_get(vulkan_device *device, tsr_op op, const char *name, const void *row,
                              const vulkan_pipeline *pipeline, uint32_t width,
                              const vulkan_config **out);
+tsr_status vulkan_config_get_with(vulkan_device *device, tsr_op op, const char *name,
+                                  const void *row, const vulkan_pipeline *pipeline, uint32_t width,
+                                  const vulkan_pipeline *const extra[VULKAN_CONFIG_EXTRA],
+                                  const vulkan_config **out);
 void vulkan_configs_release(vulkan_device *device); /* at device_close */
 
 /* One op family (ops.c: the fused ops; ops_gemm.c: GEMM and grouped GEMM;
- * ops_attention.c: attention). `args` are copies of the op's args (see
+ * ops_attention.c: attention; ops_kv_append.c: kv_append). `args` are copies of the op's args (see
  * tsr_plugin_args_copy) that live during the call.
  *   list     the variants that can run the problem, with the heuristic's
  *            pick and reason; else TSR_ERROR_UNSUPPORTED with `why`.
@@ -398,5 +414,6 @@ typedef struct vulkan_op_family {
 extern const vulkan_op_family vulkan_fused_family;
 extern const vulkan_op_family vulkan_gemm_family;
 extern const vulkan_op_family vulkan_attention_family;
+extern const vulkan_op_family vulkan_kv_append_family;
 
 #endif /* TESSERA_VULKAN_INTERNAL_H */

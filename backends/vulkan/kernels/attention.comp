@@ -16,9 +16,24 @@
 // GPU builds fix DP, RQ and TPR at build time
 // (attention_<dtype>_d<DP>_q<RQ>_t<TPR>) so that glslc unrolls the register
 // blocks. The _rolled builds (lavapipe) take DP and RQ as specialisation
-// constants and keep the loops rolled: lavapipe's LLVM otherwise unrolls
-// them in full and compiles a DP = 128 pipeline for tens of seconds.
+// constants and keep the loops over keys, columns and staged elements rolled:
+// lavapipe's LLVM otherwise unrolls them in full and compiles a DP = 128
+// pipeline for tens of seconds. The small register-block loops (RQ, KPT,
+// CPT / 4 trips) carry no hint there, so lavapipe's NIR unrolls them once the
+// constants are known: llvmpipe ends every loop of an invocation after 65535
+// loop iterations in all (its LP_MAX_TGSI_LOOP_ITERATIONS limiter, counted
+// over the whole shader), and with those loops rolled too a DP = 128
+// workgroup reached it after about 35 key blocks (1100 keys) and silently
+// skipped the rest, output stores included; now about 250 blocks.
 // Bindings: 0 q, 1 k, 2 v, 3 o, 4 lse (f32; bound to o and unused when absent).
+//
+// _serving builds (-DSERVING) run the serving forms: packed q, dense, packed
+// or paged k/v, per-sequence lengths and masks, softcap. Their push block is
+// AttentionServingPush and binding 5 is the plan attention_plan.comp wrote
+// (attention_serving.glsl): the grid's z is the sequence, its x covers
+// max_seqlen_q rows, and a workgroup past its sequence's rows returns before
+// any barrier. A sequence at fault gets NaN rows (and lse) and reads no key.
+// Dense builds are token for token what they were before serving existed.
 // @variant f32_rolled -DDTYPE_F32 -DROLLED
 // @variant f16_rolled -DDTYPE_F16 -DROLLED
 // @variant bf16_rolled -DDTYPE_BF16 -DROLLED
@@ -40,11 +55,32 @@
 // @variant bf16_d128_q2_t8 -DDTYPE_BF16 -DDP_C=128 -DRQ_C=2 -DTPR_C=8
 // @variant bf16_d256_q4_t16 -DDTYPE_BF16 -DDP_C=256 -DRQ_C=4 -DTPR_C=16
 // @variant bf16_d256_q2_t16 -DDTYPE_BF16 -DDP_C=256 -DRQ_C=2 -DTPR_C=16
+// @variant f32_rolled_serving -DDTYPE_F32 -DROLLED -DSERVING
+// @variant f16_rolled_serving -DDTYPE_F16 -DROLLED -DSERVING
+// @variant bf16_rolled_serving -DDTYPE_BF16 -DROLLED -DSERVING
+// @variant f32_d32_q4_t8_serving -DDTYPE_F32 -DDP_C=32 -DRQ_C=4 -DTPR_C=8 -DSERVING
+// @variant f32_d64_q4_t8_serving -DDTYPE_F32 -DDP_C=64 -DRQ_C=4 -DTPR_C=8 -DSERVING
+// @variant f32_d128_q4_t8_serving -DDTYPE_F32 -DDP_C=128 -DRQ_C=4 -DTPR_C=8 -DSERVING
+// @variant f32_d128_q2_t8_serving -DDTYPE_F32 -DDP_C=128 -DRQ_C=2 -DTPR_C=8 -DSERVING
+// @variant f32_d256_q4_t16_serving -DDTYPE_F32 -DDP_C=256 -DRQ_C=4 -DTPR_C=16 -DSERVING
+// @variant f32_d256_q2_t16_serving -DDTYPE_F32 -DDP_C=256 -DRQ_C=2 -DTPR_C=16 -DSERVING
+// @variant f16_d32_q4_t8_serving -DDTYPE_F16 -DDP_C=32 -DRQ_C=4 -DTPR_C=8 -DSERVING
+// @variant f16_d64_q4_t8_serving -DDTYPE_F16 -DDP_C=64 -DRQ_C=4 -DTPR_C=8 -DSERVING
+// @variant f16_d128_q4_t8_serving -DDTYPE_F16 -DDP_C=128 -DRQ_C=4 -DTPR_C=8 -DSERVING
+// @variant f16_d128_q2_t8_serving -DDTYPE_F16 -DDP_C=128 -DRQ_C=2 -DTPR_C=8 -DSERVING
+// @variant f16_d256_q4_t16_serving -DDTYPE_F16 -DDP_C=256 -DRQ_C=4 -DTPR_C=16 -DSERVING
+// @variant f16_d256_q2_t16_serving -DDTYPE_F16 -DDP_C=256 -DRQ_C=2 -DTPR_C=16 -DSERVING
+// @variant bf16_d32_q4_t8_serving -DDTYPE_BF16 -DDP_C=32 -DRQ_C=4 -DTPR_C=8 -DSERVING
+// @variant bf16_d64_q4_t8_serving -DDTYPE_BF16 -DDP_C=64 -DRQ_C=4 -DTPR_C=8 -DSERVING
+// @variant bf16_d128_q4_t8_serving -DDTYPE_BF16 -DDP_C=128 -DRQ_C=4 -DTPR_C=8 -DSERVING
+// @variant bf16_d128_q2_t8_serving -DDTYPE_BF16 -DDP_C=128 -DRQ_C=2 -DTPR_C=8 -DSERVING
+// @variant bf16_d256_q4_t16_serving -DDTYPE_BF16 -DDP_C=256 -DRQ_C=4 -DTPR_C=16 -DSERVING
+// @variant bf16_d256_q2_t16_serving -DDTYPE_BF16 -DDP_C=256 -DRQ_C=2 -DTPR_C=16 -DSERVING
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #if defined(ROLLED)
 #define LOOP [[dont_unroll]]
-#define UNROLL [[dont_unroll]]
+#define UNROLL
 #else
 #define LOOP
 #define UNROLL [[unroll]]
@@ -77,6 +113,25 @@ struct View {
   uint first, s0, s1, s2;
 };
 
+#if defined(SERVING)
+layout(set = 0, binding = 5) readonly buffer Plan { int plan[]; };
+
+layout(push_constant) uniform AttentionServingPush {
+  uint max_q, plan_stride, group, block_size;
+  View q, k, v, o; // attention_serving.glsl's views
+  View lse;
+  uint dim, flags; // flags: attention_serving.glsl's SERVING_*
+  int window_left, window_right; // negative: unbounded
+  float scale_log2, softcap_log2; // softcap_log2: softcap * log2 e, 0: none
+} p;
+#include "attention_serving.glsl"
+// This workgroup's sequence: main's locals (module-scope variables for
+// them made lavapipe drop output stores past ~34 key blocks).
+#define SQ uint(seq.q_len)
+#define SKV uint(seq.kv_len)
+#define STAGE_KV(values, base, stride) stage_kv(values, hk, b, seq, j0, tid)
+#define SCORE(x) softcap_log2(poison_infinite(x))
+#else
 layout(push_constant) uniform AttentionPush {
   uint sq, skv, hq, group; // group: query heads per kv head
   View q, k, v, o; // strides along B, S, H (D is contiguous)
@@ -85,6 +140,11 @@ layout(push_constant) uniform AttentionPush {
   int window_left, window_right; // negative: unbounded
   float scale_log2;
 } p;
+#define SQ p.sq
+#define SKV p.skv
+#define SCORE(x) poison_infinite(x)
+#define STAGE_KV(values, base, stride) stage_kv(values, base, stride, j0, tid)
+#endif
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
@@ -101,6 +161,36 @@ shared vec4 s_q[BR * DQ / 4u];
 shared vec4 s_kv[BC * DQ / 4u];
 shared float s_p[BR * BC];
 
+#if defined(SERVING)
+// Rows [j0, j0 + BC) of k or v of kv head `hk` into s_kv, zero beyond the
+// sequence's keys and the head dim (base and stride unused: a key's row
+// comes from the layout, attention_serving.glsl).
+void stage_kv(bool values, uint hk, uint b, Seq seq, int j0, uint tid) {
+  LOOP for (uint e = tid; e < BC * DP; e += WG) {
+    uint j = e / DP, d = e % DP;
+    float x = 0.0;
+    if (uint(j0) + j < SKV && d < p.dim) {
+      uint i = kv_row(values ? VIEW_V : VIEW_K, b, seq, hk, uint(j0) + j) + d;
+      x = values ? elem_load(v[i]) : elem_load(k[i]);
+    }
+    s_kv[(j * DQ + d) >> 2][d & 3u] = x;
+  }
+}
+
+// A sequence at fault: NaN in this workgroup's rows of o (and lse).
+void poison_rows(uint b, Seq seq, uint i0, uint h, uint tid) {
+  float qnan = uintBitsToFloat(0x7fc00000u);
+  for (uint e = tid; e < BR * p.dim; e += WG) {
+    uint r = e / p.dim, d = e % p.dim;
+    if (i0 + r < SQ)
+      o[q_row(VIEW_O, b, seq, h, i0 + r) + d] = elem_make(qnan);
+  }
+  if ((p.flags & SERVING_LSE) != 0u)
+    for (uint r = tid; r < BR; r += WG)
+      if (i0 + r < SQ)
+        lse[lse_at(b, seq, h, i0 + r)] = qnan;
+}
+#else
 // Rows [j0, j0 + BC) of k or v (by `base` and `stride`) into s_kv, zero
 // beyond the keys and the head dim.
 void stage_kv(bool values, uint base, uint stride, int j0, uint tid) {
@@ -114,6 +204,7 @@ void stage_kv(bool values, uint base, uint stride, int j0, uint tid) {
     s_kv[(j * DQ + d) >> 2][d & 3u] = x;
   }
 }
+#endif
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -122,22 +213,33 @@ void main() {
   uint i0 = gl_WorkGroupID.x * BR;
   uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
   uint hk = h / p.group;
+#if defined(SERVING)
+  Seq seq = seq_load(b, 0u, 0u);
+  if (i0 >= SQ)
+    return; // past the sequence's rows (uniform: before any barrier)
+  if (seq.kv_len < 0) {
+    poison_rows(b, seq, i0, h, tid);
+    return;
+  }
+  uint q_base = q_row(VIEW_Q, b, seq, h, 0u);
+#else
   uint q_base = p.q.first + b * p.q.s0 + h * p.q.s2;
   uint k_base = p.k.first + b * p.k.s0 + hk * p.k.s2;
   uint v_base = p.v.first + b * p.v.s0 + hk * p.v.s2;
-  int shift = int(p.skv) - int(p.sq); // query row i sits at key position i + shift
+#endif
+  int shift = int(SKV) - int(SQ); // query row i sits at key position i + shift
 
   LOOP for (uint e = tid; e < BR * DP; e += WG) {
     uint r = e / DP, d = e % DP;
     float x = 0.0;
-    if (i0 + r < p.sq && d < p.dim)
+    if (i0 + r < SQ && d < p.dim)
       x = elem_load(q[q_base + (i0 + r) * p.q.s1 + d]) * p.scale_log2;
     s_q[(r * DQ + d) >> 2][d & 3u] = x;
   }
 
   // The keys any row of this workgroup may see.
-  int pos_first = int(i0) + shift, pos_last = int(min(i0 + BR, p.sq)) - 1 + shift;
-  int lo = 0, hi = int(p.skv) - 1;
+  int pos_first = int(i0) + shift, pos_last = int(min(i0 + BR, SQ)) - 1 + shift;
+  int lo = 0, hi = int(SKV) - 1;
   if (p.window_left >= 0)
     lo = max(lo, pos_first - p.window_left);
   if (p.window_right >= 0)
@@ -154,7 +256,7 @@ void main() {
 
   LOOP for (int j0 = (lo / int(BC)) * int(BC); j0 <= hi; j0 += int(BC)) {
     barrier(); // the previous block's V reads (and the Q stores) are done
-    stage_kv(false, k_base, p.k.s1, j0, tid);
+    STAGE_KV(false, k_base, p.k.s1);
     barrier();
     float sc[RQ][KPT];
     UNROLL for (uint i = 0u; i < RQ; i++)
@@ -174,9 +276,9 @@ void main() {
       int pos = int(i0 + r0 + i) + shift;
       UNROLL for (uint t = 0u; t < KPT; t++) {
         int key = j0 + int(lane + t * TPR);
-        bool seen = key < int(p.skv) && (p.window_left < 0 || key >= pos - p.window_left) &&
+        bool seen = key < int(SKV) && (p.window_left < 0 || key >= pos - p.window_left) &&
                     (p.window_right < 0 || key <= pos + p.window_right);
-        s_p[(r0 + i) * BC + lane + t * TPR] = seen ? poison_infinite(sc[i][t]) : NEG_INF;
+        s_p[(r0 + i) * BC + lane + t * TPR] = seen ? SCORE(sc[i][t]) : NEG_INF;
       }
     }
     barrier();
@@ -195,7 +297,7 @@ void main() {
         float s = s_p[at];
         s_p[at] = s == NEG_INF ? 0.0 : exp2(s - m_new[i]);
       }
-    stage_kv(true, v_base, p.v.s1, j0, tid);
+    STAGE_KV(true, v_base, p.v.s1);
     barrier();
     float sum[RQ];
     UNROLL for (uint i = 0u; i < RQ; i++)
@@ -225,16 +327,26 @@ void main() {
     uint row = i0 + r0 + i;
     // l = 0: no key seen (o = 0, lse = -inf); a NaN l stays NaN in both.
     float inv = l[i] == 0.0 ? 0.0 : 1.0 / l[i];
+#if defined(SERVING)
+    uint o_base = q_row(VIEW_O, b, seq, h, row);
+#else
     uint o_base = p.o.first + b * p.o.s0 + row * p.o.s1 + h * p.o.s2;
+#endif
     UNROLL for (uint c = 0u; c < CPT / 4u; c++) {
       uint d = 4u * (lane + c * TPR);
       vec4 x = acc[i][c] * inv;
       UNROLL for (uint e = 0u; e < 4u; e++)
-        if (row < p.sq && d + e < p.dim)
+        if (row < SQ && d + e < p.dim)
           o[o_base + d + e] = elem_make(x[e]);
     }
+#if defined(SERVING)
+    if (row < SQ && (p.flags & 1u) != 0u && lane == 0u)
+      lse[lse_at(b, seq, h, row)] =
+          l[i] == 0.0 ? NEG_INF : (m[i] + log2(l[i])) * 0.6931471805599453;
+#else
     if (row < p.sq && (p.flags & 1u) != 0u && lane == 0u)
       lse[p.lse.first + b * p.lse.s0 + h * p.lse.s1 + row * p.lse.s2] =
           l[i] == 0.0 ? NEG_INF : (m[i] + log2(l[i])) * 0.6931471805599453;
+#endif
   }
 }

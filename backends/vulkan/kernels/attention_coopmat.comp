@@ -27,8 +27,16 @@
 // the host sets it when dim equals the build's head dim and every start and
 // stride is a multiple of 8 elements. Otherwise 8 checked 2-byte loads.
 // Bindings: 0 q, 1 k, 2 v, 3 o, 4 lse (f32; bound to o and unused when absent).
+// _serving builds: the serving forms as attention.comp's (push block
+// AttentionServingPush, binding 5 the plan; attention_serving.glsl): rows
+// and keys are staged row by row from the layout (a paged key's row through
+// its block), so VEC needs every start and stride, the block stride
+// included, to be a multiple of 8 elements. Dense builds are token for token
+// what they were before serving existed.
 // @variant f16_d64 -DDTYPE_F16 -DDP_C=64
 // @variant f16_d128 -DDTYPE_F16 -DDP_C=128
+// @variant f16_d64_serving -DDTYPE_F16 -DDP_C=64 -DSERVING
+// @variant f16_d128_serving -DDTYPE_F16 -DDP_C=128 -DSERVING
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -61,6 +69,24 @@ struct View {
   uint first, s0, s1, s2;
 };
 
+#if defined(SERVING)
+layout(set = 0, binding = 5) readonly buffer Plan { int plan[]; };
+
+layout(push_constant) uniform AttentionServingPush {
+  uint max_q, plan_stride, group, block_size;
+  View q, k, v, o; // attention_serving.glsl's views
+  View lse;
+  uint dim, flags; // flags: attention_serving.glsl's SERVING_*
+  int window_left, window_right; // negative: unbounded
+  float scale_log2, softcap_log2; // softcap_log2: softcap * log2 e, 0: none
+} p;
+#include "attention_serving.glsl"
+// This workgroup's sequence: main's locals.
+#define SQ uint(seq.q_len)
+#define SKV uint(seq.kv_len)
+#define SCORE(x) softcap_log2(poison_infinite(x))
+#define STAGE(which, base, stride, r0, rows) stage(which, b, seq, which == 0u ? h : hk, r0, rows, tid)
+#else
 layout(push_constant) uniform AttentionPush {
   uint sq, skv, hq, group; // group: query heads per kv head
   View q, k, v, o; // strides along B, S, H (D is contiguous)
@@ -69,6 +95,11 @@ layout(push_constant) uniform AttentionPush {
   int window_left, window_right; // negative: unbounded
   float scale_log2;
 } p;
+#define SQ p.sq
+#define SKV p.skv
+#define SCORE(x) poison_infinite(x)
+#define STAGE(which, base, stride, r0, rows) stage(which, base, stride, r0, rows, tid)
+#endif
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
@@ -88,6 +119,20 @@ const uint REGION_BASE = BC * LINE;
 
 uint pack2(uint lo, uint hi) { return lo | (hi << 16); }
 
+#if defined(SERVING)
+// Rows [r0, r0 + 64) of q (which 0, head `head`), k (1) or v (2, kv head
+// `head`) of sequence b into the staged rows, each row's start from the
+// layout; zero past `rows` and dim.
+void stage(uint which, uint b, Seq seq, uint head, uint r0, uint rows, uint tid) {
+  [[unroll]] for (uint i = 0u; i < BC * (DP / 8u) / 128u; i++) {
+    uint u = tid + i * 128u;
+    uint r = u / (DP / 8u), d = (u % (DP / 8u)) * 8u;
+    uint e = 0u;
+    if (r0 + r < rows)
+      e = (which == 0u ? q_row(VIEW_Q, b, seq, head, r0 + r)
+                       : kv_row(which == 1u ? VIEW_K : VIEW_V, b, seq, head, r0 + r)) +
+          d;
+#else
 // Rows [r0, r0 + 64) of q (which 0), k (1) or v (2) from element `base`
 // (rows `stride` apart) into the staged rows; zero past `rows` and dim.
 void stage(uint which, uint base, uint stride, uint r0, uint rows, uint tid) {
@@ -95,6 +140,7 @@ void stage(uint which, uint base, uint stride, uint r0, uint rows, uint tid) {
     uint u = tid + i * 128u;
     uint r = u / (DP / 8u), d = (u % (DP / 8u)) * 8u;
     uint e = base + (r0 + r) * stride + d;
+#endif
     uvec4 x = uvec4(0u);
     if (r0 + r < rows) {
       if (VEC != 0u) {
@@ -119,16 +165,34 @@ void main() {
   uint i0 = gl_WorkGroupID.x * BR;
   uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
   uint hk = h / p.group;
+#if defined(SERVING)
+  Seq seq = seq_load(b, 0u, 0u);
+  if (i0 >= SQ)
+    return; // past the sequence's rows (uniform: before any barrier)
+  if (seq.kv_len < 0) {
+    // At fault: NaN rows (and lse), no key read.
+    float qnan = uintBitsToFloat(0x7fc00000u);
+    for (uint e = tid; e < BR * p.dim; e += 128u) {
+      uint r = e / p.dim, d = e % p.dim;
+      if (i0 + r < SQ)
+        o[q_row(VIEW_O, b, seq, h, i0 + r) + d] = elem_make(qnan);
+    }
+    if ((p.flags & SERVING_LSE) != 0u && tid < BR && i0 + tid < SQ)
+      lse[lse_at(b, seq, h, i0 + tid)] = qnan;
+    return;
+  }
+#else
   uint q_base = p.q.first + b * p.q.s0 + h * p.q.s2;
   uint k_base = p.k.first + b * p.k.s0 + hk * p.k.s2;
   uint v_base = p.v.first + b * p.v.s0 + hk * p.v.s2;
-  int shift = int(p.skv) - int(p.sq); // query row i sits at key position i + shift
+#endif
+  int shift = int(SKV) - int(SQ); // query row i sits at key position i + shift
   uint region = REGION_BASE + sg * REGION;
   // The scalar passes: two invocations per row, each 32 keys (or columns).
   uint row = lane >> 1, half_ = lane & 1u;
   int pos = int(i0 + sg * 16u + row) + shift;
 
-  stage(0u, q_base, p.q.s1, i0, p.sq, tid);
+  STAGE(0u, q_base, p.q.s1, i0, SQ);
   barrier();
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fq[DP / 16u];
   [[unroll]] for (uint d = 0u; d < DP / 16u; d++)
@@ -140,8 +204,8 @@ void main() {
   float m = NEG_INF, l = 0.0; // this row's max in use and sum
 
   // The keys any row of this workgroup may see.
-  int pos_first = int(i0) + shift, pos_last = int(min(i0 + BR, p.sq)) - 1 + shift;
-  int lo = 0, hi = int(p.skv) - 1;
+  int pos_first = int(i0) + shift, pos_last = int(min(i0 + BR, SQ)) - 1 + shift;
+  int lo = 0, hi = int(SKV) - 1;
   if (p.window_left >= 0)
     lo = max(lo, pos_first - p.window_left);
   if (p.window_right >= 0)
@@ -149,7 +213,7 @@ void main() {
 
   for (int j0 = (lo / int(BC)) * int(BC); j0 <= hi; j0 += int(BC)) {
     barrier(); // q's fragments, or the previous block's V, are read
-    stage(1u, k_base, p.k.s1, uint(j0), p.skv, tid);
+    STAGE(1u, k_base, p.k.s1, uint(j0), SKV);
     barrier();
     {
       fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc_s[BC / 8u];
@@ -176,9 +240,9 @@ void main() {
       vec4 x = uintBitsToFloat(smem[region + row * (BC / 4u) + half_ * 8u + c]);
       [[unroll]] for (uint e = 0u; e < 4u; e++) {
         int key = j0 + int(half_ * 32u + 4u * c + e);
-        bool seen = key < int(p.skv) && (p.window_left < 0 || key >= pos - p.window_left) &&
+        bool seen = key < int(SKV) && (p.window_left < 0 || key >= pos - p.window_left) &&
                     (p.window_right < 0 || key <= pos + p.window_right);
-        s[4u * c + e] = seen ? poison_infinite(x[e] * p.scale_log2) : NEG_INF;
+        s[4u * c + e] = seen ? SCORE(x[e] * p.scale_log2) : NEG_INF;
         block_max = max(block_max, s[4u * c + e]);
       }
     }
@@ -228,7 +292,7 @@ void main() {
     l = l * corr + sum;
 
     barrier(); // every subgroup is done with K (and has written its P)
-    stage(2u, v_base, p.v.s1, uint(j0), p.skv, tid);
+    STAGE(2u, v_base, p.v.s1, uint(j0), SKV);
     barrier();
     [[unroll]] for (uint kk = 0u; kk < BC / 16u; kk++) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fp;
@@ -245,7 +309,11 @@ void main() {
   uint out_row = i0 + sg * 16u + row;
   // l = 0: no key seen (o = 0, lse = -inf); a NaN l stays NaN in both.
   float inv = l == 0.0 ? 0.0 : 1.0 / l;
+#if defined(SERVING)
+  uint o_base = out_row < SQ ? q_row(VIEW_O, b, seq, h, out_row) : 0u;
+#else
   uint o_base = p.o.first + b * p.o.s0 + out_row * p.o.s1 + h * p.o.s2;
+#endif
   subgroupBarrier(); // P V has read the region
   [[unroll]] for (uint round = 0u; round < DP / 64u; round++) {
     [[unroll]] for (uint j = 0u; j < 8u; j++)
@@ -256,13 +324,18 @@ void main() {
       vec4 x = uintBitsToFloat(smem[region + row * (BC / 4u) + half_ * 8u + c]) * inv;
       [[unroll]] for (uint e = 0u; e < 4u; e++) {
         uint d = round * 64u + half_ * 32u + 4u * c + e;
-        if (out_row < p.sq && d < p.dim)
+        if (out_row < SQ && d < p.dim)
           o[o_base + d] = elem_make(x[e]);
       }
     }
     subgroupBarrier();
   }
+#if defined(SERVING)
+  if (out_row < SQ && (p.flags & 1u) != 0u && half_ == 0u)
+    lse[lse_at(b, seq, h, out_row)] = l == 0.0 ? NEG_INF : (m + log2(l)) * 0.6931471805599453;
+#else
   if (out_row < p.sq && (p.flags & 1u) != 0u && half_ == 0u)
     lse[p.lse.first + b * p.lse.s0 + h * p.lse.s1 + out_row * p.lse.s2] =
         l == 0.0 ? NEG_INF : (m + log2(l)) * 0.6931471805599453;
+#endif
 }
