@@ -89,8 +89,8 @@ if(HAVE_CPU)
       EXPECT "skipped: suite vulkan-vs-cuda runs on Vulkan devices \\(and CUDA ones for reference\\)")
   # The default suite's rows: full and short sets.
   run(EXIT zero ARGS bench --list EXPECT "gemm +f32 +2048x2048x2048" "grouped_gemm +bf16 +8x2048x1024x1024"
-      "bench --list: 14 rows" REJECT "256x256x256")
-  run(EXIT zero ARGS bench --list --short EXPECT "gemm +f32 +256x256x256" "bench --list: 11 rows"
+      "bench --list: 16 rows" REJECT "256x256x256")
+  run(EXIT zero ARGS bench --list --short EXPECT "gemm +f32 +256x256x256" "bench --list: 12 rows"
       REJECT "2048x2048x2048")
   # A suite of one's own, with criteria: --shape selects its rows.
   file(WRITE ${WORK_DIR}/mine.suite
