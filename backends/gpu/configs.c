@@ -37,12 +37,23 @@
 #define KERNEL_FLASH(DP, BQ, BKV, W, S, Q)                                                         \
   {TSR_FLASH_NAME(bf16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},              \
       {TSR_FLASH_NAME(f16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},
+#define KERNEL_FLASH_SERVING(DP, BQ, BKV, W, S, Q)                                                 \
+  {TSR_FLASH_SERVING_NAME(bf16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},      \
+      {TSR_FLASH_SERVING_NAME(f16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},
 #define KERNEL_PER_DTYPE(dt, T)                                                                    \
   {TSR_ATTN_GENERIC_NAME(dt), -1, 0}, {TSR_ROWS_NAME(rmsnorm, dt), -1, 0},                         \
       {TSR_ROWS_NAME(layernorm, dt), -1, 0}, {TSR_ROWS_NAME(softmax, dt), -1, 0},                  \
       {TSR_ROWS_NAME(cross_entropy, dt), 0, 0}, {TSR_ROWS_NAME(cross_entropy, dt) "_b4", 0, 0},    \
       {TSR_ELEMENTWISE_NAME(swiglu, dt), 0, 0}, {TSR_ELEMENTWISE_NAME(gelu, dt), 0, 0},            \
       {TSR_ELEMENTWISE_NAME(rope, dt), 0, 0},
+
+#define KERNEL_DECODE_DT(dt, DP, RT) {TSR_DECODE_NAME(dt, DP, RT), 0, TSR_GPU_DECODE_THREADS},
+#define KERNEL_DECODE(DP, RT)                                                                      \
+  KERNEL_DECODE_DT(f32, DP, RT) KERNEL_DECODE_DT(bf16, DP, RT) KERNEL_DECODE_DT(f16, DP, RT)
+#define KERNEL_DECODE_COMBINE(dt, T) {TSR_DECODE_COMBINE_NAME(dt), 0, 0},
+#define KERNEL_DECODE_MMA(DP, BKV, W, S)                                                           \
+  {TSR_DECODE_MMA_NAME(bf16, DP), TSR_GPU_DECODE_MMA_SMEM(DP, BKV, S), (W)*32},                    \
+      {TSR_DECODE_MMA_NAME(f16, DP), TSR_GPU_DECODE_MMA_SMEM(DP, BKV, S), (W)*32},
 
 static const gpu_kernel_info portable_kernels[] = {
     TSR_GEMM_MMA_CONFIGS(KERNEL_MMA)
@@ -54,7 +65,11 @@ static const gpu_kernel_info portable_kernels[] = {
                 TSR_GEMV_N_ROWS(KERNEL_GEMV_N_F16){TSR_GEMM_SPLITK_NAME, 0, 256},
     {TSR_GEMM_PACK_NAME(16), 0, 256},
     {TSR_GEMM_PACK_NAME(32), 0, 256},
-    TSR_FLASH_CONFIGS(KERNEL_FLASH) TSR_DTYPES_ALL(KERNEL_PER_DTYPE)};
+    TSR_FLASH_CONFIGS(KERNEL_FLASH) TSR_FLASH_SERVING_CONFIGS(KERNEL_FLASH_SERVING)
+        TSR_DTYPES_ALL(KERNEL_PER_DTYPE) TSR_DECODE_CONFIGS(KERNEL_DECODE)
+            TSR_DTYPES_ALL(KERNEL_DECODE_COMBINE)
+                TSR_DECODE_MMA_CONFIGS(KERNEL_DECODE_MMA){TSR_KV_APPEND_NAME(16), 0, 0},
+    {TSR_KV_APPEND_NAME(32), 0, 0}};
 enum { PORTABLE_KERNELS = sizeof portable_kernels / sizeof portable_kernels[0] };
 
 /* ------------------------------------------------------------------------ */
@@ -111,7 +126,23 @@ enum { PORTABLE_GEMM = sizeof portable_gemm / sizeof portable_gemm[0] };
  * holds the head dim: per class the mma.sync kernels in their measured order
  * on sm_90, then a vendor's (CUDA: the sm_90a wgmma ones, slower so far:
  * docs/PERFORMANCE.md), which tune can still pick; the generic kernel last. */
-static const gpu_attention_config portable_flash[] = {TSR_FLASH_CONFIGS(FLASH)};
+/* The serving forms of some of them: serving problems only (the dense
+ * rows decline those), same tiles. */
+#define FLASH_SERVING(DP, BQ, BKV, W, S, Q)                                                        \
+  {.name = "flash_mma_serving_d" #DP "_" #BQ "x" #BKV "_w" #W,                                     \
+   .kind = GPU_ATTENTION_FLASH,                                                                    \
+   .head_dim_max = DP,                                                                             \
+   .block_kv = BKV,                                                                                \
+   .kv_stages = S,                                                                                 \
+   .smem = TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S),                                                     \
+   .kernels = {NULL, TSR_FLASH_SERVING_NAME(f16, DP, BQ, BKV, W),                                  \
+               TSR_FLASH_SERVING_NAME(bf16, DP, BQ, BKV, W)},                                      \
+   .block_q = BQ,                                                                                  \
+   .warps = W,                                                                                     \
+   .engine = "mma.sync",                                                                           \
+   .serving = 1},
+static const gpu_attention_config portable_flash[] = {TSR_FLASH_CONFIGS(FLASH)
+                                                          TSR_FLASH_SERVING_CONFIGS(FLASH_SERVING)};
 static const gpu_attention_config attention_generic = {.name = "flash_generic",
                                                        .kind = GPU_ATTENTION_GENERIC,
                                                        .block_kv = 32,
@@ -123,10 +154,34 @@ static const gpu_attention_config attention_generic = {.name = "flash_generic",
                                                        .block_q = TSR_GPU_ATTN_ROWS,
                                                        .warps = TSR_GPU_ATTN_ROWS};
 enum { PORTABLE_FLASH = sizeof portable_flash / sizeof portable_flash[0] };
+/* Split-KV decode: the heuristic's split count, then forced ones (tune);
+ * on tensor cores first (bf16 / f16 on GPUs with mma.sync), then on CUDA
+ * cores (any dtype). */
+#define DECODE_AUTO(NAME, MMA)                                                                     \
+  {.name = NAME, .kind = GPU_ATTENTION_DECODE, .smem = 0, .splits = 0, .mma = MMA},
+#define DECODE_ROW(N)                                                                              \
+  {.name = "decode_split" #N, .kind = GPU_ATTENTION_DECODE, .smem = 0, .splits = N},
+#define DECODE_MMA_ROW(N)                                                                          \
+  {.name = "decode_mma_split" #N, .kind = GPU_ATTENTION_DECODE, .smem = 0, .splits = N, .mma = 1},
+static const gpu_attention_config attention_decode[] = {
+    DECODE_AUTO("decode_mma_split_auto", 1) TSR_DECODE_SPLITS(DECODE_MMA_ROW)
+        DECODE_AUTO("decode_split_auto", 0) TSR_DECODE_SPLITS(DECODE_ROW)};
+enum { PORTABLE_DECODE = sizeof attention_decode / sizeof attention_decode[0] };
 
 const gpu_threads_config gpu_rows_configs[3] = {
     {"rows_t128", 128}, {"rows_t256", 256}, {"rows_t512", 512}};
 const gpu_threads_config gpu_elementwise_config = {"elementwise_t256", 256};
+const gpu_threads_config gpu_kv_append_config = {"kv_append_t256", 256};
+
+_Static_assert(TSR_GPU_FAULT_CE_TARGET == TSR_PLUGIN_FAULT_CE_TARGET &&
+                   TSR_GPU_FAULT_CU_SEQLENS_Q == TSR_PLUGIN_FAULT_CU_SEQLENS_Q &&
+                   TSR_GPU_FAULT_CU_SEQLENS_KV == TSR_PLUGIN_FAULT_CU_SEQLENS_KV &&
+                   TSR_GPU_FAULT_SEQLENS_KV == TSR_PLUGIN_FAULT_SEQLENS_KV &&
+                   TSR_GPU_FAULT_BLOCK_TABLE == TSR_PLUGIN_FAULT_BLOCK_TABLE &&
+                   TSR_GPU_FAULT_MAX_SEQLEN_Q == TSR_PLUGIN_FAULT_MAX_SEQLEN_Q &&
+                   TSR_GPU_FAULT_MAX_SEQLEN_KV == TSR_PLUGIN_FAULT_MAX_SEQLEN_KV &&
+                   TSR_GPU_FAULT_KV_SLOT == TSR_PLUGIN_FAULT_KV_SLOT,
+               "kernel fault kinds are plugin.h's");
 
 /* ------------------------------------------------------------------------ */
 /* Small lookups                                                             */
@@ -161,6 +216,27 @@ int gpu_attention_generic_tile(int64_t head_dim, int limit) {
     if ((int64_t)TSR_GPU_ATTN_GENERIC_SMEM(head_dim, (int64_t)tile) <= (int64_t)limit)
       return tile;
   return 0;
+}
+
+int gpu_decode_dim_class(int64_t head_dim) {
+  return head_dim <= 64 ? 0 : head_dim <= 128 ? 1 : head_dim <= 256 ? 2 : -1;
+}
+
+#define DECODE_MMA_SMEM(DP, BKV, W, S) TSR_GPU_DECODE_MMA_SMEM(DP, BKV, S),
+#define DECODE_MMA_KEYS(DP, BKV, W, S) BKV,
+static const int decode_mma_smem[GPU_DECODE_DIMS] = {TSR_DECODE_MMA_CONFIGS(DECODE_MMA_SMEM)};
+static const int decode_mma_keys[GPU_DECODE_DIMS] = {TSR_DECODE_MMA_CONFIGS(DECODE_MMA_KEYS)};
+
+int gpu_decode_mma_smem(int dim_class) {
+  return decode_mma_smem[dim_class];
+}
+
+int gpu_decode_mma_keys(int dim_class) {
+  return decode_mma_keys[dim_class];
+}
+
+int gpu_decode_tile_rows(int64_t rows_per_kv_head) {
+  return rows_per_kv_head <= 4 ? 4 : 8;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -256,7 +332,7 @@ static bool build_gemm(gpu_catalog *c, const gpu_vendor *vendor, char *why, size
 
 static bool build_attention(gpu_catalog *c, const gpu_vendor *vendor, char *why, size_t capacity) {
   c->attention_count = 0;
-  if (PORTABLE_FLASH + vendor->attention_count + 1 > GPU_MAX_ATTENTION_CONFIGS) {
+  if (PORTABLE_FLASH + vendor->attention_count + PORTABLE_DECODE + 1 > GPU_MAX_ATTENTION_CONFIGS) {
     snprintf(why, capacity, "too many attention configs");
     return false;
   }
@@ -264,6 +340,8 @@ static bool build_attention(gpu_catalog *c, const gpu_vendor *vendor, char *why,
     c->attention[c->attention_count++] = &portable_flash[i];
   for (int i = 0; i < vendor->attention_count; i++)
     c->attention[c->attention_count++] = &vendor->attention[i];
+  for (int i = 0; i < PORTABLE_DECODE; i++)
+    c->attention[c->attention_count++] = &attention_decode[i];
   c->attention[c->attention_count++] = &attention_generic;
   for (int i = 0; i < c->attention_count; i++)
     for (int slot = 0; slot < GPU_DTYPE_SLOTS; slot++)
@@ -304,7 +382,28 @@ static bool build_named(gpu_catalog *c, char *why, size_t capacity) {
       ok = resolve(c, name, &c->elementwise_kernel[op][d], why, capacity);
     }
   }
-  return ok && resolve(c, TSR_GEMM_SPLITK_NAME, &c->splitk_kernel, why, capacity) &&
+  static const int decode_dims[GPU_DECODE_DIMS] = {64, 128, 256};
+  for (int d = 0; d < GPU_DTYPE_SLOTS && ok; d++) {
+    for (int dim = 0; dim < GPU_DECODE_DIMS && ok; dim++)
+      for (int t = 0; t < GPU_DECODE_TILES && ok; t++) {
+        snprintf(name, sizeof name, "tsr_attention_decode_%s_d%d_r%d", dtype_tags[d],
+                 decode_dims[dim], 4 << t);
+        ok = resolve(c, name, &c->decode_kernel[d][dim][t], why, capacity);
+      }
+    snprintf(name, sizeof name, "tsr_attention_decode_combine_%s", dtype_tags[d]);
+    ok = ok && resolve(c, name, &c->decode_combine_kernel[d], why, capacity);
+    for (int dim = 0; dim < GPU_DECODE_DIMS && ok; dim++) {
+      c->decode_mma_kernel[d][dim] = -1;
+      if (d == 0)
+        continue; /* 16-bit only */
+      snprintf(name, sizeof name, "tsr_attention_decode_mma_%s_d%d", dtype_tags[d],
+               decode_dims[dim]);
+      ok = resolve(c, name, &c->decode_mma_kernel[d][dim], why, capacity);
+    }
+  }
+  return ok && resolve(c, TSR_KV_APPEND_NAME(16), &c->kv_append_kernel[0], why, capacity) &&
+         resolve(c, TSR_KV_APPEND_NAME(32), &c->kv_append_kernel[1], why, capacity) &&
+         resolve(c, TSR_GEMM_SPLITK_NAME, &c->splitk_kernel, why, capacity) &&
          resolve(c, TSR_GEMM_PACK_NAME(16), &c->pack_kernel[0], why, capacity) &&
          resolve(c, TSR_GEMM_PACK_NAME(32), &c->pack_kernel[1], why, capacity);
 }

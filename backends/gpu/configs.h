@@ -57,7 +57,11 @@ typedef struct gpu_gemm_config {
   const char *description;
 } gpu_gemm_config;
 
-typedef enum gpu_attention_kind { GPU_ATTENTION_FLASH, GPU_ATTENTION_GENERIC } gpu_attention_kind;
+typedef enum gpu_attention_kind {
+  GPU_ATTENTION_FLASH,
+  GPU_ATTENTION_GENERIC,
+  GPU_ATTENTION_DECODE /* split-KV for few query rows (kernels from the catalogue's decode table) */
+} gpu_attention_kind;
 
 typedef struct gpu_attention_config {
   const char *name;
@@ -75,6 +79,13 @@ typedef struct gpu_attention_config {
   /* Runs only on devices of these vendor arch classes (bit per index of
    * its arch tables; HIP: the matrix instruction's GPUs); 0: any. */
   uint32_t arch_classes;
+  int splits; /* decode: key chunks forced (0: the heuristic) */
+  /* flash: 1 for the serving form (packed / paged / per-sequence lengths,
+   * softcap, faults), which runs serving problems only; 0 runs dense ones */
+  int serving;
+  /* decode: 1 for the tensor-core kernel (attention_decode_mma.cu, 16-row
+   * tiles), 0 for the CUDA-core one */
+  int mma;
 } gpu_attention_config;
 
 /* Row ops (norms, softmax, cross entropy) and elementwise ops: threads per
@@ -181,12 +192,14 @@ typedef struct gpu_vendor {
 
 enum {
   GPU_MAX_GEMM_CONFIGS = 48, /* a vendor's rows and the portable ones */
-  GPU_MAX_ATTENTION_CONFIGS = 32,
+  GPU_MAX_ATTENTION_CONFIGS = 48,
   GPU_MAX_ARCH_TABLES = 8,
   GPU_KERNEL_HASH_SLOTS = 1024,
   GPU_ROW_OPS = 4,         /* rmsnorm, layernorm, softmax, cross entropy */
   GPU_ELEMENTWISE_OPS = 3, /* swiglu, gelu, rope */
   GPU_DTYPE_SLOTS = 3,     /* f32, f16, bf16 */
+  GPU_DECODE_DIMS = 3,     /* decode head-dim classes: up to 64, 128, 256 */
+  GPU_DECODE_TILES = 2,    /* decode tile rows: 4, 8 */
 };
 
 typedef struct gpu_catalog {
@@ -203,6 +216,12 @@ typedef struct gpu_catalog {
   /* [layout: 0 K-contiguous B, 1 N-contiguous][dtype slot][rows class] */
   int gemv_kernel[2][GPU_DTYPE_SLOTS][3];
   int splitk_kernel, pack_kernel[2]; /* pack: 16-bit, 32-bit */
+  /* decode attention: [dtype slot][head-dim class 64/128/256][tile rows 4/8],
+   * its combine kernel per dtype; kv_append per element size (16, 32 bits) */
+  int decode_kernel[GPU_DTYPE_SLOTS][GPU_DECODE_DIMS][GPU_DECODE_TILES];
+  int decode_combine_kernel[GPU_DTYPE_SLOTS];
+  int decode_mma_kernel[GPU_DTYPE_SLOTS][GPU_DECODE_DIMS]; /* f32: -1 */
+  int kv_append_kernel[2];
   int rows_kernel[GPU_ROW_OPS][GPU_DTYPE_SLOTS][2];
   int elementwise_kernel[GPU_ELEMENTWISE_OPS][GPU_DTYPE_SLOTS];
 } gpu_catalog;
@@ -229,6 +248,18 @@ int gpu_elementwise_op_index(tsr_op op);
  * and its key tile: the largest key tile (<= 32) that fits `limit`, 0 if
  * none. */
 int gpu_attention_generic_tile(int64_t head_dim, int limit);
+
+/* Decode attention's head-dim class (index of 64, 128, 256; -1: wider) and
+ * tile class (4 rows: 0, 8 rows: 1) for a problem's rows per kv head. */
+int gpu_decode_dim_class(int64_t head_dim);
+int gpu_decode_tile_rows(int64_t rows_per_kv_head);
+/* The tensor-core decode kernel of a head-dim class: its dynamic shared
+ * memory and keys a tile (kernel_list.h's TSR_DECODE_MMA_CONFIGS). */
+int gpu_decode_mma_smem(int dim_class);
+int gpu_decode_mma_keys(int dim_class);
+
+/* kv_append's one variant. */
+extern const gpu_threads_config gpu_kv_append_config;
 
 /* Row ops cache the row in shared memory up to this many f32 values. */
 enum { GPU_ROWS_CACHE_BYTES = 64 * 1024 };

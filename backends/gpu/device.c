@@ -187,6 +187,17 @@ static void prepare_configs(gpu_device *device) {
     for (int layout = 0; layout < 2; layout++)
       for (int r = 0; r < 3; r++)
         device->gemv[layout][slot][r] = kernel_at(device, c->gemv_kernel[layout][slot][r]);
+    for (int dim = 0; dim < GPU_DECODE_DIMS; dim++)
+      for (int t = 0; t < GPU_DECODE_TILES; t++)
+        device->decode[slot][dim][t] = kernel_at(device, c->decode_kernel[slot][dim][t]);
+    device->decode_combine[slot] = kernel_at(device, c->decode_combine_kernel[slot]);
+    for (int dim = 0; dim < GPU_DECODE_DIMS; dim++)
+      device->decode_mma[slot][dim] = kernel_at(device, c->decode_mma_kernel[slot][dim]);
+    gpu_elementwise_prepared *kv = &device->kv_append[slot];
+    kv->head.name = gpu_kv_append_config.name;
+    kv->head.ops = op_bit(TSR_OP_KV_APPEND);
+    kv->config = &gpu_kv_append_config;
+    kv->kernel = kernel_at(device, c->kv_append_kernel[slot == 0 ? 1 : 0]);
   }
   device->splitk = kernel_at(device, c->splitk_kernel);
   device->pack[0] = kernel_at(device, c->pack_kernel[0]);

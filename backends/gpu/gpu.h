@@ -66,6 +66,11 @@ typedef struct gpu_device {
   gpu_rows_prepared rows[GPU_ROW_OPS][3][GPU_DTYPE_SLOTS];
   gpu_elementwise_prepared elementwise[GPU_ELEMENTWISE_OPS][GPU_DTYPE_SLOTS];
   const gpu_kernel *gemv[2][GPU_DTYPE_SLOTS][3], *splitk, *pack[2];
+  /* decode attention (configs.h's decode table) and kv_append */
+  const gpu_kernel *decode[GPU_DTYPE_SLOTS][GPU_DECODE_DIMS][GPU_DECODE_TILES];
+  const gpu_kernel *decode_combine[GPU_DTYPE_SLOTS];
+  const gpu_kernel *decode_mma[GPU_DTYPE_SLOTS][GPU_DECODE_DIMS]; /* NULL: none */
+  gpu_elementwise_prepared kv_append[GPU_DTYPE_SLOTS];
   pthread_mutex_t lock; /* guards the queue list and the registrations */
   struct gpu_queue *queues;
   gpu_host_registration *registrations;
@@ -87,11 +92,13 @@ typedef struct gpu_queue {
   struct gpu_queue *next_in_device;
   void *stream;
   bool stream_wrapped; /* the application's stream (queue_wrap): never destroyed here */
-  /* int32 on the device: the smallest row a cross_entropy found a bad target
-   * in (INT32_MAX: none), checked and reset by queue_finish. */
+  /* TSR_PLUGIN_FAULT_COUNT int32 words on the device, one per fault kind
+   * (plugin.h): the smallest index at fault (an atomic min by the kernels;
+   * TSR_PLUGIN_FAULT_NONE: none), read and reset by queue_finish after an op
+   * that can fault (armed). */
   gpu_address status;
   bool status_armed;
-  int64_t status_vocab, status_ignore_index;
+  tsr_plugin_fault_context fault_context; /* the last cross_entropy's vocab and ignore_index */
   /* Scratch: split-K counters and partials, packed operands; grown on demand. */
   gpu_address workspace;
   size_t workspace_bytes;

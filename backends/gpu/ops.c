@@ -67,12 +67,124 @@ tsr_status gpu_ensure_workspace(gpu_queue *queue, size_t bytes) {
 /* Attention                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* A tensor's strides as the attention kernels take them: dense [B, S, H, D];
+ * packed [rows, H, D] with batch stride 0 (rows counted from the sequence's
+ * first); paged [blocks, block_size, H, D] alike, the block stride where the
+ * batch's would be. */
 static void copy_strides4(const tsr_plugin_tensor *t, int64_t *b, int64_t *s, int64_t *h,
                           int64_t *d) {
-  *b = t->strides[0];
-  *s = t->strides[1];
-  *h = t->strides[2];
-  *d = t->strides[3];
+  const int first = t->rank == 3 ? -1 : 0;
+  *b = first < 0 ? 0 : t->strides[0];
+  *s = t->strides[first + 1];
+  *h = t->strides[first + 2];
+  *d = t->strides[first + 3];
+}
+
+/* Index tensors (plugin.h): their address, or 0 when absent. */
+static uint64_t index_address(const tsr_plugin_tensor *t, int64_t *stride0, int64_t *stride1) {
+  if (!t->buffer)
+    return 0;
+  if (stride0)
+    *stride0 = t->strides[0];
+  if (stride1)
+    *stride1 = t->rank > 1 ? t->strides[1] : 0;
+  return gpu_tensor_address(t);
+}
+
+/* The serving fields of the parameter block (the generic, decode and
+ * serving flash kernels read them when p->serving is set). */
+static void attention_serving(gpu_queue *queue, const tsr_attention_args *a,
+                              tsr_gpu_attention_params *p) {
+  const bool appended = a->struct_size >= sizeof(tsr_attention_args);
+  p->serving = tsr_plugin_attention_is_serving(a) ? 1 : 0;
+  p->batch = appended ? a->batch : a->q.shape[0];
+  p->max_seqlen_q = appended ? a->max_seqlen_q : a->q.shape[1];
+  p->max_seqlen_kv = appended ? a->max_seqlen_kv : a->k.shape[1];
+  p->scale = a->scale;
+  p->faults = queue->status;
+  if (!p->serving)
+    return;
+  p->softcap = a->softcap;
+  p->cu_q = index_address(&a->cu_seqlens_q, &p->cu_q_stride, NULL);
+  p->cu_kv = index_address(&a->cu_seqlens_kv, &p->cu_kv_stride, NULL);
+  p->seqlens_kv = index_address(&a->seqlens_kv, &p->seqlens_stride, NULL);
+  p->block_table = index_address(&a->block_table, &p->table_b, &p->table_j);
+  p->packed_q = p->cu_q != 0;
+  p->packed_kv = p->cu_kv != 0;
+  p->paged = p->block_table != 0;
+  p->q_rows = p->packed_q ? a->q.shape[0] : 0;
+  p->kv_rows = p->packed_kv || p->paged ? a->k.shape[0] : 0;
+  if (p->paged) {
+    p->block_size = a->k.shape[1];
+    p->max_blocks = a->block_table.shape[1];
+    p->seq_kv = p->max_blocks * p->block_size; /* the capacity of a sequence */
+    p->block_shift = -1;
+    for (int shift = 0; shift < 62; shift++)
+      if (((int64_t)1 << shift) == p->block_size)
+        p->block_shift = shift;
+  }
+  if (p->packed_q)
+    p->seq_q = 0; /* lengths come from cu_seqlens_q */
+  if (p->packed_kv)
+    p->seq_kv = 0;
+}
+
+/* Below this many keys a decode block's fixed costs (its q rows, the
+ * merge of its lane groups, a partial written and read) are not worth a
+ * split of its own. */
+enum { DECODE_MIN_CHUNK = 256, DECODE_WAVES = 4 };
+
+/* Split-KV decode: the split kernel over (key chunk, kv head x row tile,
+ * sequence), then the combine kernel over (kv head x row tile, sequence).
+ * The split count is the variant's, or enough blocks for DECODE_WAVES waves
+ * on the key-length bound (about half as many when lengths average half of
+ * it), each chunk at least DECODE_MIN_CHUNK keys; chunks are whole steps of
+ * the kernel's block (and whole cache blocks where those are larger). */
+static tsr_status run_decode(gpu_queue *queue, tsr_gpu_attention_params *p,
+                             const gpu_attention_config *c, int32_t dtype) {
+  const gpu_device *device = queue->device;
+  const int slot = gpu_dtype_slot(dtype), dim = gpu_decode_dim_class(p->head_dim);
+  const int64_t max_q = p->max_seqlen_q > 0 ? p->max_seqlen_q : 1;
+  const int rt = c->mma ? TSR_GPU_DECODE_MMA_ROWS : gpu_decode_tile_rows(p->group * max_q);
+  const gpu_kernel *kernel =
+      c->mma ? device->decode_mma[slot][dim] : device->decode[slot][dim][rt == 4 ? 0 : 1];
+  const gpu_kernel *combine = device->decode_combine[slot];
+  /* the kernel's keys per block step (attention_decode.cu), or per tile
+   * (attention_decode_mma.cu) */
+  const int dp = 64 << dim, vector = 16 / gpu_element_size(dtype), row_vectors = dp / vector;
+  const int lanes = row_vectors < 32 ? row_vectors : 32;
+  const int steps = (rt > 4 ? 4 : 8) / (row_vectors / lanes);
+  int64_t granule = c->mma ? gpu_decode_mma_keys(dim)
+                           : (int64_t)(TSR_GPU_DECODE_THREADS / 32) * (32 / lanes) * steps;
+  if (p->paged && p->block_size > granule && p->block_size % granule == 0)
+    granule = p->block_size;
+  p->tile_rows = rt;
+  p->row_groups = (int32_t)gpu_ceil_div(p->group * max_q, rt);
+  const int64_t max_kv = p->max_seqlen_kv > 0 ? p->max_seqlen_kv : 1;
+  const int64_t pairs = p->batch * p->heads_kv * p->row_groups;
+  int64_t splits = c->splits;
+  if (splits <= 0) {
+    const int64_t per_sm = kernel->blocks_per_sm > 0 ? kernel->blocks_per_sm : 1;
+    const int64_t slots = (int64_t)device->props->multiprocessors * per_sm;
+    const int64_t most = gpu_ceil_div(max_kv, DECODE_MIN_CHUNK);
+    splits = gpu_ceil_div(DECODE_WAVES * slots, pairs);
+    splits = splits < 1 ? 1 : splits > most ? most : splits;
+  }
+  p->chunk = gpu_ceil_div(gpu_ceil_div(max_kv, splits), granule) * granule;
+  splits = gpu_ceil_div(max_kv, p->chunk);
+  p->splits = (int32_t)splits;
+  const size_t bytes =
+      (size_t)(pairs * splits) * (size_t)rt * (size_t)(2 + p->head_dim) * sizeof(float);
+  tsr_status status = gpu_ensure_workspace(queue, bytes);
+  if (status != TSR_OK)
+    return status;
+  p->partials = gpu_workspace_data(queue);
+  const unsigned tiles = (unsigned)(p->heads_kv * p->row_groups);
+  status = gpu_launch(queue, kernel, (uint64_t)splits, tiles, (unsigned)p->batch,
+                      TSR_GPU_DECODE_THREADS, c->mma ? (unsigned)gpu_decode_mma_smem(dim) : 0, p);
+  if (status == TSR_OK)
+    status = gpu_launch(queue, combine, tiles, 1, (unsigned)p->batch, TSR_GPU_DECODE_THREADS, 0, p);
+  return status;
 }
 
 static tsr_status run_attention(gpu_queue *queue, const tsr_attention_args *a,
@@ -89,33 +201,128 @@ static tsr_status run_attention(gpu_queue *queue, const tsr_attention_args *a,
   copy_strides4(&a->v, &p.v_b, &p.v_s, &p.v_h, &p.v_d);
   copy_strides4(&a->o, &p.o_b, &p.o_s, &p.o_h, &p.o_d);
   if (a->lse.buffer) {
+    /* dense [B, Hq, Sq]; packed [Hq, total_q] (batch stride 0) */
+    const bool packed = a->lse.rank == 2;
     p.has_lse = 1;
     p.lse = gpu_tensor_address(&a->lse);
-    p.lse_b = a->lse.strides[0];
-    p.lse_h = a->lse.strides[1];
-    p.lse_s = a->lse.strides[2];
+    p.lse_b = packed ? 0 : a->lse.strides[0];
+    p.lse_h = a->lse.strides[packed ? 0 : 1];
+    p.lse_s = a->lse.strides[packed ? 1 : 2];
   }
-  const int64_t batch = a->q.shape[0];
-  p.seq_q = a->q.shape[1];
-  p.seq_kv = a->k.shape[1];
-  p.heads_q = a->q.shape[2];
-  p.heads_kv = a->k.shape[2];
-  p.head_dim = a->q.shape[3];
+  const int q_last = a->q.rank - 1, k_last = a->k.rank - 1;
+  p.seq_q = a->q.rank == 4 ? a->q.shape[1] : 0;
+  p.seq_kv = a->k.rank == 4 ? a->k.shape[1] : 0;
+  p.heads_q = a->q.shape[q_last - 1];
+  p.heads_kv = a->k.shape[k_last - 1];
+  p.head_dim = a->q.shape[q_last];
   p.group = (int32_t)(p.heads_q / p.heads_kv);
   p.window_left = a->window_left < 0 ? -1 : a->window_left;
   p.window_right = a->window_right < 0 ? -1 : a->window_right;
   p.scale_log2 = a->scale * 1.4426950408889634f;
-  if (p.seq_q == 0 || batch == 0 || p.heads_q == 0)
+  attention_serving(queue, a, &p);
+  const int64_t batch = p.batch;
+  if (batch == 0 || p.heads_q == 0)
     return TSR_OK;
-  if (c->kind == GPU_ATTENTION_FLASH)
+  if (!p.serving && p.seq_q == 0)
+    return TSR_OK;
+  tsr_status status;
+  if (c->kind == GPU_ATTENTION_FLASH && !c->serving) {
     return gpu_launch(queue, prepared->kernel, (uint64_t)gpu_ceil_div(p.seq_q, c->block_q),
                       (unsigned)p.heads_q, (unsigned)batch, (unsigned)c->warps * 32,
                       (unsigned)c->smem, &p);
-  int tile = gpu_attention_generic_tile(p.head_dim, queue->device->dynamic_smem_limit);
-  p.kv_tile = tile;
-  return gpu_launch(queue, prepared->kernel, (uint64_t)gpu_ceil_div(p.seq_q, TSR_GPU_ATTN_ROWS),
-                    (unsigned)p.heads_q, (unsigned)batch, 128,
-                    (unsigned)TSR_GPU_ATTN_GENERIC_SMEM(p.head_dim, (int64_t)tile), &p);
+  } else if (c->kind == GPU_ATTENTION_FLASH) {
+    /* Serving form: query tiles of the longest sequence's bound (at least
+     * one, so that every sequence's indices are checked) */
+    int64_t tiles = gpu_ceil_div(p.max_seqlen_q, c->block_q);
+    status =
+        gpu_launch(queue, prepared->kernel, (uint64_t)(tiles < 1 ? 1 : tiles), (unsigned)p.heads_q,
+                   (unsigned)batch, (unsigned)c->warps * 32, (unsigned)c->smem, &p);
+  } else if (c->kind == GPU_ATTENTION_DECODE) {
+    status = run_decode(queue, &p, c, a->q.dtype);
+  } else {
+    int tile = gpu_attention_generic_tile(p.head_dim, queue->device->dynamic_smem_limit);
+    p.kv_tile = tile;
+    /* Serving: at least one row tile, so that every sequence's indices are
+     * checked even when no sequence has query rows. */
+    int64_t tiles = gpu_ceil_div(p.max_seqlen_q, TSR_GPU_ATTN_ROWS);
+    if (p.serving && tiles < 1)
+      tiles = 1;
+    status =
+        gpu_launch(queue, prepared->kernel, (uint64_t)tiles, (unsigned)p.heads_q, (unsigned)batch,
+                   128, (unsigned)TSR_GPU_ATTN_GENERIC_SMEM(p.head_dim, (int64_t)tile), &p);
+  }
+  /* serving problems read device indices: queue_finish reads the fault words */
+  if (status == TSR_OK && p.serving)
+    queue->status_armed = true;
+  return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* kv_append                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Whole 16-byte vectors along D: unit stride there, 16-byte aligned starts,
+ * other strides whole vectors. */
+static bool kv_vectorizable(const tsr_plugin_tensor *t, int esize) {
+  if (!t->buffer)
+    return true;
+  const int last = t->rank - 1;
+  if ((t->strides[last] != 1 && t->shape[last] > 1) || gpu_tensor_address(t) % 16 != 0 ||
+      (t->shape[last] * esize) % 16 != 0)
+    return false;
+  for (int d = 0; d < last; d++)
+    if (t->shape[d] > 1 && (t->strides[d] * esize) % 16 != 0)
+      return false;
+  return true;
+}
+
+static tsr_status run_kv_append(gpu_queue *queue, const tsr_kv_append_args *a,
+                                const gpu_elementwise_prepared *c) {
+  tsr_gpu_kv_append_params p;
+  memset(&p, 0, sizeof p);
+  const int esize = gpu_element_size(a->k_new.dtype);
+  const int64_t dim = a->k_new.shape[2];
+  p.k_new = gpu_tensor_address(&a->k_new);
+  p.k_cache = gpu_tensor_address(&a->k_cache);
+  p.slots = gpu_tensor_address(&a->slots);
+  p.slots_stride = a->slots.strides[0];
+  p.faults = queue->status;
+  p.has_v = a->v_new.buffer && a->v_cache.buffer;
+  if (p.has_v) {
+    p.v_new = gpu_tensor_address(&a->v_new);
+    p.v_cache = gpu_tensor_address(&a->v_cache);
+    p.vn_t = a->v_new.strides[0];
+    p.vn_h = a->v_new.strides[1];
+    p.vn_d = a->v_new.strides[2];
+    p.vc_b = a->v_cache.strides[0];
+    p.vc_s = a->v_cache.strides[1];
+    p.vc_h = a->v_cache.strides[2];
+    p.vc_d = a->v_cache.strides[3];
+  }
+  p.kn_t = a->k_new.strides[0];
+  p.kn_h = a->k_new.strides[1];
+  p.kn_d = a->k_new.strides[2];
+  p.kc_b = a->k_cache.strides[0];
+  p.kc_s = a->k_cache.strides[1];
+  p.kc_h = a->k_cache.strides[2];
+  p.kc_d = a->k_cache.strides[3];
+  p.rows = a->k_new.shape[0];
+  p.heads = a->k_new.shape[1];
+  p.block_size = a->k_cache.shape[1];
+  p.slot_count = a->k_cache.shape[0] * a->k_cache.shape[1];
+  p.vec = kv_vectorizable(&a->k_new, esize) && kv_vectorizable(&a->k_cache, esize) &&
+          kv_vectorizable(&a->v_new, esize) && kv_vectorizable(&a->v_cache, esize);
+  p.units = p.vec ? dim * esize / 16 : dim;
+  const int64_t total = p.rows * p.heads * p.units;
+  if (total == 0)
+    return TSR_OK;
+  int64_t blocks = gpu_ceil_div(total, c->config->threads);
+  const int64_t most = (int64_t)queue->device->props->multiprocessors * 32;
+  tsr_status status = gpu_launch(queue, c->kernel, (uint64_t)(blocks < most ? blocks : most), 1, 1,
+                                 (unsigned)c->config->threads, 0, &p);
+  if (status == TSR_OK)
+    queue->status_armed = true;
+  return status;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -267,8 +474,8 @@ static tsr_status run_cross_entropy(gpu_queue *queue, const tsr_cross_entropy_ar
   tsr_status status = launch_rows(queue, &p, c, false);
   if (status == TSR_OK && p.rows > 0) {
     queue->status_armed = true;
-    queue->status_vocab = p.n;
-    queue->status_ignore_index = a->ignore_index;
+    queue->fault_context.vocab = p.n;
+    queue->fault_context.ignore_index = a->ignore_index;
   }
   return status;
 }
@@ -409,6 +616,8 @@ tsr_status gpu_op_run(void *handle, tsr_op op, const void *args, const void *con
   }
   case TSR_OP_ROPE:
     return run_rope(queue, args, config);
+  case TSR_OP_KV_APPEND:
+    return run_kv_append(queue, args, config);
   default:
     return tsr_plugin_fail(&queue->device->plugin->host, TSR_ERROR_UNSUPPORTED, "op %d is unknown",
                            (int)op);

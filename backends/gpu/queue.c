@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Queues (a stream each, the plugin's or the application's, with a status
- * word that kernels report bad cross-entropy targets to, and a workspace),
+/* Queues (a stream each, the plugin's or the application's, with the fault
+ * words kernels report bad device-resident indices to, and a workspace),
  * finishing them, and events. */
-#include <limits.h>
 #include <stdlib.h>
 
 #include "gpu.h"
-
-enum { STATUS_NONE = INT_MAX };
 
 /* A queue on `stream`: the plugin's own new stream (wrapped false), or the
  * application's. Its status word is set on the stream, ahead of any op; on
@@ -28,9 +25,10 @@ static tsr_status queue_new(gpu_device *device, void *stream, bool wrapped, void
     free(queue);
     return gpu_fail(device->plugin, error, "creating a stream");
   }
-  error = d->mem_alloc(d->context, sizeof(int32_t), &queue->status);
+  error = d->mem_alloc(d->context, TSR_PLUGIN_FAULT_COUNT * sizeof(int32_t), &queue->status);
   if (error == 0)
-    error = d->memset32(d->context, queue->status, STATUS_NONE, 1, queue->stream);
+    error = d->memset32(d->context, queue->status, TSR_PLUGIN_FAULT_NONE, TSR_PLUGIN_FAULT_COUNT,
+                        queue->stream);
   if (error == 0 && !wrapped)
     error = d->stream_sync(d->context, queue->stream);
   if (error != 0) {
@@ -42,7 +40,7 @@ static tsr_status queue_new(gpu_device *device, void *stream, bool wrapped, void
     if (!wrapped)
       d->stream_destroy(d->context, queue->stream);
     free(queue);
-    return gpu_fail(device->plugin, error, "creating the queue's status word");
+    return gpu_fail(device->plugin, error, "creating the queue's fault words");
   }
   pthread_mutex_lock(&device->lock);
   queue->next_in_device = device->queues;
@@ -130,8 +128,9 @@ void gpu_queue_destroy(void *handle) {
 }
 
 /* Waits for the stream; a fault of queued work (the driver reports it at
- * the wait) or a bad cross-entropy target found by a kernel is returned
- * here, once. */
+ * the wait) or a bad index a kernel found (a cross-entropy target, an
+ * attention offset, length or block-table entry, a kv_append slot) is
+ * returned here, once. */
 tsr_status gpu_queue_finish(void *handle) {
   gpu_queue *queue = handle;
   gpu_plugin *plugin = queue->device->plugin;
@@ -145,21 +144,17 @@ tsr_status gpu_queue_finish(void *handle) {
   if (!queue->status_armed)
     return TSR_OK;
   queue->status_armed = false;
-  int32_t bad_row = STATUS_NONE;
-  error = d->copy_d2h(d->context, &bad_row, queue->status, sizeof bad_row, queue->stream);
+  int32_t words[TSR_PLUGIN_FAULT_COUNT];
+  tsr_plugin_faults_clear(words);
+  error = d->copy_d2h(d->context, words, queue->status, sizeof words, queue->stream);
   if (error == 0)
-    error = d->memset32(d->context, queue->status, STATUS_NONE, 1, queue->stream);
+    error = d->memset32(d->context, queue->status, TSR_PLUGIN_FAULT_NONE, TSR_PLUGIN_FAULT_COUNT,
+                        queue->stream);
   if (error == 0)
     error = d->stream_sync(d->context, queue->stream);
   if (error != 0)
-    return gpu_fail(plugin, error, "reading the queue's status word");
-  if (bad_row != STATUS_NONE)
-    return tsr_plugin_fail(&plugin->host, TSR_ERROR_INVALID_VALUE,
-                           "cross_entropy: targets[%d] is outside [0, %lld) and is not "
-                           "ignore_index (%lld); its loss is NaN",
-                           (int)bad_row, (long long)queue->status_vocab,
-                           (long long)queue->status_ignore_index);
-  return TSR_OK;
+    return gpu_fail(plugin, error, "reading the queue's fault words");
+  return tsr_plugin_fault_report(&plugin->host, words, &queue->fault_context);
 }
 
 tsr_status gpu_event_record(void *handle, void **out) {

@@ -309,6 +309,29 @@ static int gemm_candidates(const gpu_device *device, tsr_op op, const void *args
 /* Attention                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* An attention problem's extents in any layout: dense q [B, Sq, Hq, D] or
+ * packed [total_q, Hq, D]; dense or paged k [., ., Hkv, D] or packed
+ * [total_kv, Hkv, D]. An older core's args (no serving fields) are dense. */
+typedef struct attention_shape {
+  bool serving;
+  int64_t batch, heads_q, heads_kv, head_dim, max_q, max_kv;
+} attention_shape;
+
+static attention_shape attention_shape_of(const tsr_attention_args *a) {
+  attention_shape s;
+  const bool appended = a->struct_size >= sizeof(tsr_attention_args);
+  const bool packed_q = appended && a->cu_seqlens_q.buffer;
+  const bool packed_kv = appended && a->cu_seqlens_kv.buffer;
+  s.serving = tsr_plugin_attention_is_serving(a);
+  s.heads_q = a->q.shape[packed_q ? 1 : 2];
+  s.head_dim = a->q.shape[packed_q ? 2 : 3];
+  s.heads_kv = a->k.shape[packed_kv ? 1 : 2];
+  s.batch = appended ? a->batch : a->q.shape[0];
+  s.max_q = appended ? a->max_seqlen_q : a->q.shape[1];
+  s.max_kv = appended ? a->max_seqlen_kv : a->k.shape[1];
+  return s;
+}
+
 /* Attention on tensor cores needs 16-bit data, a head dim that is a multiple
  * of 8 up to DP, unit stride along the head dim and 16-byte aligned rows. */
 static bool flash_layout_ok(const tsr_attention_args *a, char *why, size_t capacity) {
@@ -318,14 +341,16 @@ static bool flash_layout_ok(const tsr_attention_args *a, char *why, size_t capac
     snprintf(why, capacity, "tensor-core attention needs f16 or bf16");
     return false;
   }
-  if (a->q.shape[3] % 8 != 0) {
+  if (a->q.shape[a->q.rank - 1] % 8 != 0) {
     snprintf(why, capacity, "tensor-core attention needs a head dim that is a multiple of 8");
     return false;
   }
+  /* any layout: dense and paged tensors are rank 4, packed ones rank 3 */
   for (int i = 0; i < 3; i++) {
     const tsr_plugin_tensor *t = tensors[i];
-    bool ok = t->strides[3] == 1 && gpu_tensor_address(t) % 16 == 0;
-    for (int d = 0; d < 3 && ok; d++)
+    const int last = t->rank - 1;
+    bool ok = t->strides[last] == 1 && gpu_tensor_address(t) % 16 == 0;
+    for (int d = 0; d < last && ok; d++)
       ok = t->shape[d] == 1 || (t->strides[d] * 2) % 16 == 0;
     if (!ok) {
       snprintf(why, capacity,
@@ -362,23 +387,98 @@ static bool attention_config_on_device(const gpu_device *device, int i, tsr_dtyp
   return true;
 }
 
+/* k or v can be read in 16-byte vectors along D from any row: unit stride
+ * there, a 16-byte aligned start and rows 16 bytes apart in every layout. */
+static bool kv_rows_of_16_bytes(const tsr_plugin_tensor *t) {
+  const int esize = (int)tsr_plugin_dtype_size(t->dtype), last = t->rank - 1;
+  if (t->strides[last] != 1 || gpu_tensor_address(t) % 16 != 0)
+    return false;
+  for (int d = 0; d < last; d++)
+    if (t->shape[d] > 1 && (t->strides[d] * esize) % 16 != 0)
+      return false;
+  return true;
+}
+
+/* The split-KV decode kernels: few query rows a sequence (max_seqlen_q up
+ * to TSR_GPU_DECODE_MAX_Q), head dims up to 256 in whole 16-byte vectors,
+ * k and v readable 16 bytes at a time. */
+static bool decode_runs(const gpu_device *device, const gpu_attention_config *c,
+                        const tsr_attention_args *a, const attention_shape *s, char *why,
+                        size_t capacity) {
+  const int slot = gpu_dtype_slot(a->q.dtype), dim = gpu_decode_dim_class(s->head_dim);
+  const int64_t vector = 16 / (int64_t)tsr_plugin_dtype_size(a->q.dtype);
+  const int64_t group = s->heads_q / s->heads_kv;
+  const int64_t rows = group * s->max_q;
+  const int64_t tile = c->mma ? TSR_GPU_DECODE_MMA_ROWS : gpu_decode_tile_rows(rows);
+  if (c->mma && a->q.dtype != TSR_DTYPE_F16 && a->q.dtype != TSR_DTYPE_BF16) {
+    snprintf(why, capacity, "%s takes f16 and bf16", c->name);
+    return false;
+  }
+  if (s->max_q > TSR_GPU_DECODE_MAX_Q) {
+    snprintf(why, capacity, "split-KV decode takes up to %d query rows a sequence (here %lld)",
+             TSR_GPU_DECODE_MAX_Q, (long long)s->max_q);
+    return false;
+  }
+  if (dim < 0 || s->head_dim % vector != 0) {
+    snprintf(why, capacity,
+             "split-KV decode takes head dims up to 256 in whole 16-byte vectors (here %lld)",
+             (long long)s->head_dim);
+    return false;
+  }
+  if (!kv_rows_of_16_bytes(&a->k) || !kv_rows_of_16_bytes(&a->v)) {
+    snprintf(why, capacity,
+             "split-KV decode needs k and v with unit stride along the head dim and 16-byte "
+             "aligned rows");
+    return false;
+  }
+  if (s->batch > 65535 || s->heads_kv * ((rows + tile - 1) / tile) > 65535) {
+    snprintf(why, capacity, "split-KV decode's grid holds up to 65535 sequences and kv-head tiles");
+    return false;
+  }
+  const gpu_kernel *kernel =
+      c->mma ? device->decode_mma[slot][dim] : device->decode[slot][dim][tile == 4 ? 0 : 1];
+  const gpu_kernel *combine = device->decode_combine[slot];
+  if (!kernel || !kernel->function || kernel->blocks_per_sm < 1 || !combine || !combine->function) {
+    snprintf(why, capacity, "%s has no %s kernel for this GPU", c->name,
+             tsr_plugin_dtype_name(a->q.dtype));
+    return false;
+  }
+  return true;
+}
+
 static bool attention_config_runs(const gpu_device *device, int i, const tsr_attention_args *a,
                                   char *why, size_t capacity) {
   const gpu_attention_config *c = catalog_of(device)->attention[i];
+  const attention_shape s = attention_shape_of(a);
   if (c->kind == GPU_ATTENTION_GENERIC) {
-    if (gpu_attention_generic_tile(a->q.shape[3], device->dynamic_smem_limit) < 1) {
+    if (gpu_attention_generic_tile(s.head_dim, device->dynamic_smem_limit) < 1) {
       snprintf(why, capacity,
                "head dim %lld needs more shared memory than the %d bytes a block has",
-               (long long)a->q.shape[3], device->dynamic_smem_limit);
+               (long long)s.head_dim, device->dynamic_smem_limit);
       return false;
     }
     return true;
   }
+  if (c->kind == GPU_ATTENTION_DECODE)
+    return decode_runs(device, c, a, &s, why, capacity);
   if (!attention_config_on_device(device, i, a->q.dtype, why, capacity))
     return false;
+  if (s.serving && !c->serving) {
+    /* (packed or paged layouts, per-sequence lengths and softcap: the
+     * serving rows, the generic and decode kernels) */
+    snprintf(why, capacity,
+             "%s takes dense attention only (no cu_seqlens, block table, seqlens_kv or softcap)",
+             c->name);
+    return false;
+  }
+  if (!s.serving && c->serving) {
+    snprintf(why, capacity, "%s is the serving form (the dense rows take dense attention)",
+             c->name);
+    return false;
+  }
   if (!flash_layout_ok(a, why, capacity))
     return false;
-  if (a->q.shape[3] > c->head_dim_max) {
+  if (s.head_dim > c->head_dim_max) {
     snprintf(why, capacity, "%s covers head dims up to %d", c->name, c->head_dim_max);
     return false;
   }
@@ -432,20 +532,40 @@ static int attention_candidates(const gpu_device *device, const tsr_attention_ar
     snprintf(why, why_capacity, "%s", first_why);
     return 0;
   }
-  if (flash_pick >= 0 && a->q.shape[1] <= 64 && flash_short_pick >= 0) {
+  /* Serving problems with few query rows a sequence: split-KV decode (its
+   * heuristic's split count), on tensor cores where that runs (listed
+   * first); dense ones keep the tensor-core picks. */
+  const attention_shape shape = attention_shape_of(a);
+  for (int i = 0; i < count && shape.serving; i++) {
+    const gpu_attention_config *c = catalog->attention[candidates[i]];
+    if (c->kind == GPU_ATTENTION_DECODE && c->splits == 0) {
+      *pick = i;
+      if (reason)
+        snprintf(reason, capacity,
+                 "at most %lld query rows a sequence against up to %lld keys: split-KV decode%s, "
+                 "each K/V row read once for the %lld query heads of its kv head",
+                 (long long)shape.max_q, (long long)shape.max_kv,
+                 c->mma ? " on tensor cores (K/V tiles pipelined through shared memory)" : "",
+                 (long long)(shape.heads_q / shape.heads_kv));
+      return count;
+    }
+  }
+  /* (max_q: dense Sq, or the bound on a sequence's query rows) */
+  const char *form = shape.serving ? " (serving form: per-sequence rows and keys)" : "";
+  if (flash_pick >= 0 && shape.max_q <= 64 && flash_short_pick >= 0) {
     *pick = flash_short_pick;
     if (reason)
       snprintf(reason, capacity,
                "head dim %lld, %lld query rows: the smallest tensor-core tile that holds the head "
-               "dim, 64 rows a block",
-               (long long)a->q.shape[3], (long long)a->q.shape[1]);
+               "dim, 64 rows a block%s",
+               (long long)shape.head_dim, (long long)shape.max_q, form);
   } else if (flash_pick >= 0) {
     *pick = flash_pick;
     if (reason)
       snprintf(reason, capacity,
                "head dim %lld: the smallest tensor-core tile that holds it, the first such "
-               "config in this GPU's table (fastest first where measured)",
-               (long long)a->q.shape[3]);
+               "config in this GPU's table (fastest first where measured)%s",
+               (long long)shape.head_dim, form);
   } else {
     *pick = count - 1;
     if (reason)
@@ -498,6 +618,8 @@ static int32_t op_dtype(tsr_op op, const void *args) {
     return ((const tsr_attention_args *)args)->q.dtype;
   case TSR_OP_CROSS_ENTROPY:
     return ((const tsr_cross_entropy_args *)args)->logits.dtype;
+  case TSR_OP_KV_APPEND:
+    return ((const tsr_kv_append_args *)args)->k_new.dtype;
   case TSR_OP_SWIGLU:
     return ((const tsr_swiglu_args *)args)->gate.dtype;
   default: /* rmsnorm, layernorm, softmax, rope, gelu: x first */
@@ -512,14 +634,16 @@ static int32_t op_dtype(tsr_op op, const void *args) {
 /* Limits of the launch shapes that the core's validation does not imply. */
 static bool problem_fits(tsr_op op, const void *args, char *why, size_t capacity) {
   if (op == TSR_OP_ATTENTION) {
+    const attention_shape s = attention_shape_of(args);
     const tsr_attention_args *a = args;
-    if (a->q.shape[0] > 65535 || a->q.shape[2] > 65535 || a->q.shape[1] > INT_MAX ||
-        a->k.shape[1] > INT_MAX) {
+    const int64_t dense_kv = a->k.rank == 4 ? a->k.shape[1] : 0;
+    if (s.batch > 65535 || s.heads_q > 65535 || s.max_q > INT_MAX || s.max_kv > INT_MAX ||
+        dense_kv > INT_MAX) {
       snprintf(why, capacity,
                "attention with batch %lld, %lld heads, Sq %lld, Skv %lld exceeds the launch "
                "limits (65535 batches and heads, 2^31 positions)",
-               (long long)a->q.shape[0], (long long)a->q.shape[2], (long long)a->q.shape[1],
-               (long long)a->k.shape[1]);
+               (long long)s.batch, (long long)s.heads_q, (long long)s.max_q,
+               (long long)(s.max_kv > dense_kv ? s.max_kv : dense_kv));
       return false;
     }
   }
@@ -580,6 +704,12 @@ static int candidates_of(const gpu_device *device, tsr_op op, const void *args,
                (long long)row_length(op, args), gpu_rows_configs[*pick].threads);
     return 3;
   }
+  case TSR_OP_KV_APPEND:
+    out[0] = &device->kv_append[slot].head;
+    *pick = 0;
+    if (reason)
+      snprintf(reason, reason_capacity, "the only variant of this op");
+    return 1;
   case TSR_OP_ROPE:
   case TSR_OP_SWIGLU:
   case TSR_OP_GELU:
@@ -651,12 +781,26 @@ static void describe(tsr_op op, const gpu_prepared *prepared, char *buf, size_t 
     return;
   case TSR_OP_ATTENTION: {
     const gpu_attention_config *c = ((const gpu_attention_prepared *)prepared)->config;
-    if (c->kind == GPU_ATTENTION_FLASH)
+    if (c->kind == GPU_ATTENTION_DECODE) {
+      char splits[32] = "~4 waves";
+      if (c->splits > 0)
+        snprintf(splits, sizeof splits, "%d", c->splits);
+      if (c->mma)
+        snprintf(buf, capacity,
+                 "split-KV decode on tensor cores, <= %d query rows/seq: block per (seq, kv head, "
+                 "16 rows, key chunk; chunks: %s), cp.async K/V stages, f32 partials merged",
+                 TSR_GPU_DECODE_MAX_Q, splits);
+      else
+        snprintf(buf, capacity,
+                 "split-KV decode, <= %d query rows/seq: block per (seq, kv head, 4|8 rows, key "
+                 "chunk; chunks: %s), 16-byte K/V loads, f32 partials merged",
+                 TSR_GPU_DECODE_MAX_Q, splits);
+    } else if (c->kind == GPU_ATTENTION_FLASH)
       snprintf(buf, capacity,
                "flash on tensor cores (%s): %d query rows (%d threads) x %d keys a tile, head "
-               "dim padded to %d, %d key/value stage%s",
+               "dim padded to %d, %d key/value stage%s%s",
                c->engine, c->block_q, c->warps * 32, c->block_kv, c->head_dim_max, c->kv_stages,
-               c->kv_stages > 1 ? "s" : "");
+               c->kv_stages > 1 ? "s" : "", c->serving ? "; serving form (packed/paged)" : "");
     else
       snprintf(
           buf, capacity,
@@ -669,6 +813,11 @@ static void describe(tsr_op op, const gpu_prepared *prepared, char *buf, size_t 
   case TSR_OP_GELU:
     snprintf(buf, capacity,
              "grid-stride loop, 256 threads a block, 16-byte vectors over dense data");
+    return;
+  case TSR_OP_KV_APPEND:
+    snprintf(buf, capacity,
+             "grid-stride loop, 256 threads a block, a thread per 16-byte vector of a row (any "
+             "strides: per element)");
     return;
   default:
     snprintf(buf, capacity,

@@ -12,6 +12,12 @@
  *   Masks are evaluated only on tiles a warp's rows do not all see in full;
  *   tiles none of them sees are skipped. Head dims up to DP (multiples of 8)
  *   are zero-padded to DP. The scale rides in the exp2 FMA.
+ * - tsr_attention_flash_serving_<dt>_d<DP>_<BQ>x<BKV>_w<W>: the same kernel
+ *   for serving problems: blockIdx.z is a sequence, resolved (and at fault:
+ *   NaN rows, the fault recorded) as the generic kernel does; packed q rows
+ *   from the sequence's first, dense / packed / paged keys (a paged row's
+ *   address from its block-table entry: one entry a tile when cache blocks
+ *   are whole tiles, else one a row), per-sequence masks, softcap.
  * - tsr_attention_wgmma_*: the same on sm_90a with warpgroup products
  *   (NVIDIA-only: backends/cuda/kernels/attention_sm90.cu, which shares this
  *   file's helpers).
@@ -39,16 +45,137 @@ TSR_DEVICE float attn_poison_infinite(float s) {
   return fmaf(0.0f, s, s);
 }
 
-/* Keys [lo, hi) that query rows [first, last] may see together. */
-TSR_DEVICE void key_range(const attention_params &p, int64_t first, int64_t last, int64_t *lo,
-                          int64_t *hi) {
-  int64_t shift = p.seq_kv - p.seq_q;
+/* Keys [lo, hi) that query rows [first, last] of a sequence of seq_q query
+ * rows and seq_kv keys may see together. */
+TSR_DEVICE void key_range_of(const attention_params &p, int64_t seq_q, int64_t seq_kv,
+                             int64_t first, int64_t last, int64_t *lo, int64_t *hi) {
+  int64_t shift = seq_kv - seq_q;
   *lo = 0;
-  *hi = p.seq_kv;
+  *hi = seq_kv;
   if (p.window_left >= 0 && first + shift - p.window_left > 0)
     *lo = first + shift - p.window_left;
-  if (p.window_right >= 0 && last + shift + p.window_right + 1 < p.seq_kv)
+  if (p.window_right >= 0 && last + shift + p.window_right + 1 < seq_kv)
     *hi = last + shift + p.window_right + 1;
+}
+
+/* The same for the dense problem's one geometry. */
+TSR_DEVICE void key_range(const attention_params &p, int64_t first, int64_t last, int64_t *lo,
+                          int64_t *hi) {
+  key_range_of(p, p.seq_q, p.seq_kv, first, last, lo, hi);
+}
+
+/* ---- serving: one sequence's geometry ----
+ * Decided exactly as tsr_plugin_attention_seq_of (plugin.h) decides it, in
+ * its order: cu_seqlens_q, cu_seqlens_kv, seqlens_kv against the layout,
+ * the two bounds, then (attn_table_ok) the block-table entries the keys
+ * use. Index tensors are read as plain int32 (their alignment is not part
+ * of the op's signature). A dense problem reads nothing. */
+struct attn_seq {
+  int64_t q_first, q_len;   /* packed: first row of q; dense: 0 */
+  int64_t kv_first, kv_len; /* packed keys: first row of k; otherwise 0 */
+  int fault;                /* TSR_GPU_FAULT_* or -1 */
+  bool q_located;           /* q_first and q_len are meaningful */
+};
+
+TSR_DEVICE int64_t attn_index(uint64_t base, int64_t at) {
+  return ((const int32_t *)base)[at];
+}
+
+/* Everything but the block-table scan; the same in every thread. */
+TSR_DEVICE attn_seq attn_seq_head(const attention_params &p, int64_t b) {
+  attn_seq s = {0, p.seq_q, 0, p.seq_kv, -1, true};
+  if (!p.serving)
+    return s;
+  if (p.cu_q) {
+    const int64_t lo = attn_index(p.cu_q, b * p.cu_q_stride);
+    const int64_t hi = attn_index(p.cu_q, (b + 1) * p.cu_q_stride);
+    if (lo < 0 || hi < lo || hi > p.q_rows) {
+      s.fault = TSR_GPU_FAULT_CU_SEQLENS_Q;
+      s.q_located = false;
+      s.q_len = 0;
+      return s;
+    }
+    s.q_first = lo;
+    s.q_len = hi - lo;
+  }
+  int64_t capacity = p.seq_kv; /* dense Skv, or the paged capacity */
+  if (p.cu_kv) {
+    const int64_t lo = attn_index(p.cu_kv, b * p.cu_kv_stride);
+    const int64_t hi = attn_index(p.cu_kv, (b + 1) * p.cu_kv_stride);
+    if (lo < 0 || hi < lo || hi > p.kv_rows) {
+      s.fault = TSR_GPU_FAULT_CU_SEQLENS_KV;
+      return s;
+    }
+    s.kv_first = lo;
+    capacity = hi - lo;
+  }
+  s.kv_len = capacity;
+  if (p.seqlens_kv) {
+    const int64_t len = attn_index(p.seqlens_kv, b * p.seqlens_stride);
+    if (len < 0 || len > capacity) {
+      s.fault = TSR_GPU_FAULT_SEQLENS_KV;
+      return s;
+    }
+    s.kv_len = len;
+  }
+  if (s.q_len > p.max_seqlen_q) {
+    s.fault = TSR_GPU_FAULT_MAX_SEQLEN_Q;
+    return s;
+  }
+  if (s.kv_len > p.max_seqlen_kv)
+    s.fault = TSR_GPU_FAULT_MAX_SEQLEN_KV;
+  return s;
+}
+
+/* Block table entries [first, end) of sequence b all name a block of the
+ * cache. Every thread of the block calls it (a barrier). */
+TSR_DEVICE bool attn_table_ok(const attention_params &p, int64_t b, int64_t first, int64_t end) {
+  int bad = 0;
+  for (int64_t e = first + threadIdx.x; e < end; e += blockDim.x) {
+    const int64_t block = attn_index(p.block_table, b * p.table_b + e * p.table_j);
+    bad |= block < 0 || block >= p.kv_rows;
+  }
+  return !__syncthreads_or(bad);
+}
+
+/* The whole decision for sequence b; every thread of the block calls it. */
+TSR_DEVICE attn_seq attn_seq_resolve(const attention_params &p, int64_t b) {
+  attn_seq s = attn_seq_head(p, b);
+  if (p.paged && s.fault < 0 &&
+      !attn_table_ok(p, b, 0, (s.kv_len + p.block_size - 1) / p.block_size))
+    s.fault = TSR_GPU_FAULT_BLOCK_TABLE;
+  return s;
+}
+
+/* Records sequence b's fault: the smallest b of each kind (atomic min). */
+TSR_DEVICE void attn_fault(const attention_params &p, int fault, int64_t b) {
+  atomicMin((int *)p.faults + fault, (int)b);
+}
+
+/* Element offsets of key j of sequence b in k and in v (heads and dims
+ * apart): a paged row through its block-table entry, a packed one after
+ * kv_first; a dense one (k_b = 0 when packed). */
+TSR_DEVICE void attn_key_rows(const attention_params &p, int64_t b, int64_t kv_first, int64_t j,
+                              int64_t *k_row, int64_t *v_row) {
+  if (p.paged) {
+    /* 32-bit division: a paged sequence holds fewer than 2^31 keys */
+    const int64_t e =
+        p.block_shift >= 0 ? j >> p.block_shift : (int64_t)((int)j / (int)p.block_size);
+    const int64_t r = j - e * p.block_size;
+    const int64_t block = attn_index(p.block_table, b * p.table_b + e * p.table_j);
+    *k_row = block * p.k_b + r * p.k_s;
+    *v_row = block * p.v_b + r * p.v_s;
+  } else {
+    *k_row = b * p.k_b + (kv_first + j) * p.k_s;
+    *v_row = b * p.v_b + (kv_first + j) * p.v_s;
+  }
+}
+
+/* A scaled score (scale * q.k) in log2 units as the softmax takes it: an
+ * infinite one turns NaN first (no mask), then the cap. */
+TSR_DEVICE float attn_capped_log2(const attention_params &p, float dot) {
+  const float s = attn_poison_infinite(dot * p.scale);
+  return p.softcap * tanhf(s / p.softcap) * 1.4426950408889634f;
 }
 
 /* What one flash block works on: BQ query rows of one (batch, head), the
@@ -78,6 +205,55 @@ template <int BQ, int BKV> TSR_DEVICE flash_block flash_block_of(const attention
   return b;
 }
 
+/* The serving form of flash_block_of for sequence `seq` (resolved, no
+ * fault) of blockIdx.z: q and o rows from its first (packed) or of its
+ * batch entry (dense); k and v of its key rows (packed: from kv_first;
+ * paged: the kv head only, rows come through the block table). */
+template <int BQ, int BKV>
+TSR_DEVICE flash_block flash_serving_block_of(const attention_params &p, const attn_seq &seq) {
+  flash_block b;
+  b.q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ;
+  b.head = blockIdx.y;
+  b.batch = blockIdx.z;
+  const int64_t kv_head = b.head / p.group;
+  b.q = (const uint16_t *)p.q + b.batch * p.q_b + seq.q_first * p.q_s + b.head * p.q_h;
+  if (p.paged) {
+    b.k = (const uint16_t *)p.k + kv_head * p.k_h;
+    b.v = (const uint16_t *)p.v + kv_head * p.v_h;
+  } else {
+    b.k = (const uint16_t *)p.k + b.batch * p.k_b + seq.kv_first * p.k_s + kv_head * p.k_h;
+    b.v = (const uint16_t *)p.v + b.batch * p.v_b + seq.kv_first * p.v_s + kv_head * p.v_h;
+  }
+  const int64_t q_last = (b.q0 + BQ < seq.q_len ? b.q0 + BQ : seq.q_len) - 1;
+  int64_t lo, hi;
+  key_range_of(p, seq.q_len, seq.kv_len, b.q0, q_last, &lo, &hi);
+  b.first_tile = (int)(lo / BKV);
+  b.tile_count = hi > lo ? (int)((hi - (int64_t)b.first_tile * BKV + BKV - 1) / BKV) : 0;
+  return b;
+}
+
+/* A sequence at fault: recorded (once a block is enough: atomic min), and
+ * NaN in the o rows and lse entries of the block's query tile [q0, q0 + BQ)
+ * where they can be found. */
+template <typename T>
+TSR_DEVICE void flash_fault_rows(const attention_params &p, const attn_seq &seq, int64_t q0,
+                                 int rows) {
+  const int64_t b = blockIdx.z, head = blockIdx.y;
+  if (threadIdx.x == 0)
+    attn_fault(p, seq.fault, b);
+  if (!seq.q_located)
+    return;
+  const int64_t end = q0 + rows < seq.q_len ? q0 + rows : seq.q_len;
+  const int dim = (int)p.head_dim;
+  for (int64_t idx = threadIdx.x; idx < (end - q0) * dim; idx += blockDim.x) {
+    const int64_t at = seq.q_first + q0 + idx / dim;
+    const int d = (int)(idx % dim);
+    ((T *)p.o)[b * p.o_b + head * p.o_h + at * p.o_s + d * p.o_d] = tsr_elem<T>::from_float(NAN);
+    if (p.has_lse && d == 0)
+      ((float *)p.lse)[b * p.lse_b + head * p.lse_h + at * p.lse_s] = NAN;
+  }
+}
+
 #if !defined(__HIPCC__)
 
 /* 2^x in one MUFU instruction; -inf gives +0, which masked scores rely on. */
@@ -102,7 +278,7 @@ template <typename T> TSR_DEVICE uint32_t attn_pack2(float lo, float hi) {
  * rows (MT m16 tiles: two tiles per warp halve the K/V shared-memory reads
  * per product), BKV keys per tile, STAGES key/value buffers, Q fragments
  * kept in registers or re-read from shared memory each tile. */
-template <typename T, int DP, int BQ, int BKV, int WARPS, int STAGES, bool Q_REGS>
+template <typename T, int DP, int BQ, int BKV, int WARPS, int STAGES, bool Q_REGS, bool SERVING>
 TSR_DEVICE void flash_body(const attention_params &p) {
   constexpr int THREADS = WARPS * 32, ROWS_PER_WARP = BQ / WARPS, MT = ROWS_PER_WARP / 16;
   constexpr int PITCH = DP + TSR_GPU_FLASH_PAD;
@@ -118,11 +294,30 @@ TSR_DEVICE void flash_body(const attention_params &p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q4 = lane & 3;
   const int mat = lane >> 3, r8 = lane & 7;
-  const flash_block block = flash_block_of<BQ, BKV>(p);
+  /* Serving: the block's sequence (blockIdx.z) decides its geometry, and a
+   * fault ends the block after its NaN rows; tiles past the sequence's
+   * query rows have nothing to do. */
+  attn_seq seq = {0, p.seq_q, 0, p.seq_kv, -1, true};
+  if (SERVING) {
+    seq = attn_seq_resolve(p, blockIdx.z);
+    const int64_t tile_q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ;
+    if (seq.fault >= 0) {
+      flash_fault_rows<T>(p, seq, tile_q0, BQ);
+      return;
+    }
+    if (tile_q0 >= seq.q_len)
+      return;
+  }
+  const flash_block block =
+      SERVING ? flash_serving_block_of<BQ, BKV>(p, seq) : flash_block_of<BQ, BKV>(p);
   const int64_t q0 = block.q0, head = block.head, batch = block.batch;
-  const int seq_q = (int)p.seq_q, seq_kv = (int)p.seq_kv, dim = (int)p.head_dim;
+  const int seq_q = (int)seq.q_len, seq_kv = (int)seq.kv_len, dim = (int)p.head_dim;
   const uint16_t *q_base = block.q, *k_base = block.k, *v_base = block.v;
   const int first_tile = block.first_tile, tile_count = block.tile_count;
+  /* paged keys: a tile lies in one cache block when blocks are whole tiles
+   * (one table entry a tile), else each row reads its own entry */
+  const bool paged = SERVING && p.paged, tile_in_block = paged && p.block_size % BKV == 0;
+  const bool capped = SERVING && p.softcap > 0.0f;
 
 #if TSR_GPU_HAS_MMA_SYNC
   /* Each thread copies 16 bytes at one fixed column of rows load_row,
@@ -135,7 +330,7 @@ TSR_DEVICE void flash_body(const attention_params &p) {
     const int64_t step = (int64_t)LOAD_ROW_STEP * p.q_s;
 #pragma unroll
     for (int r = 0; r < BQ; r += LOAD_ROW_STEP, from += step) {
-      bool inside = q0 + load_row + r < p.seq_q && col_bytes > 0;
+      bool inside = q0 + load_row + r < seq_q && col_bytes > 0;
       tsr_cp_async16(q_tile + (load_row + r) * PITCH + load_col, inside ? from : q_base,
                      inside ? col_bytes : 0);
     }
@@ -144,8 +339,36 @@ TSR_DEVICE void flash_body(const attention_params &p) {
   auto load_kv = [&](int stage, int tile) {
     const int kv0 = tile * BKV;
     uint16_t *ks = k_tiles + stage * BKV * PITCH, *vs = v_tiles + stage * BKV * PITCH;
-    const uint16_t *k_from = k_base + (int64_t)(kv0 + load_row) * p.k_s + load_col;
-    const uint16_t *v_from = v_base + (int64_t)(kv0 + load_row) * p.v_s + load_col;
+    if (paged && !tile_in_block) {
+      /* a table entry per row (blocks smaller than a tile, or not whole
+       * tiles); rows past the keys read none (their entries are unchecked) */
+#pragma unroll
+      for (int r = 0; r < BKV; r += LOAD_ROW_STEP) {
+        const int j = kv0 + load_row + r;
+        const bool inside = j < seq_kv && col_bytes > 0;
+        int64_t k_row = 0, v_row = 0;
+        if (j < seq_kv)
+          attn_key_rows(p, batch, 0, j, &k_row, &v_row);
+        const int bytes = inside ? col_bytes : 0;
+        tsr_cp_async16(ks + (load_row + r) * PITCH + load_col,
+                       inside ? k_base + k_row + load_col : k_base, bytes);
+        tsr_cp_async16(vs + (load_row + r) * PITCH + load_col,
+                       inside ? v_base + v_row + load_col : v_base, bytes);
+      }
+      return;
+    }
+    const uint16_t *k_from, *v_from;
+    if (tile_in_block) {
+      /* the tile's one entry (kv0 < seq_kv: a checked one) */
+      const int64_t e = p.block_shift >= 0 ? kv0 >> p.block_shift : kv0 / (int)p.block_size;
+      const int64_t cache_block = attn_index(p.block_table, batch * p.table_b + e * p.table_j);
+      const int64_t r0 = kv0 - e * p.block_size + load_row;
+      k_from = k_base + cache_block * p.k_b + r0 * p.k_s + load_col;
+      v_from = v_base + cache_block * p.v_b + r0 * p.v_s + load_col;
+    } else {
+      k_from = k_base + (int64_t)(kv0 + load_row) * p.k_s + load_col;
+      v_from = v_base + (int64_t)(kv0 + load_row) * p.v_s + load_col;
+    }
 #pragma unroll
     for (int r = 0; r < BKV; r += LOAD_ROW_STEP, k_from += k_step, v_from += v_step) {
       bool inside = kv0 + load_row + r < seq_kv && col_bytes > 0;
@@ -185,7 +408,7 @@ TSR_DEVICE void flash_body(const attention_params &p) {
   /* Scores stay unscaled and the scale rides in the exp2 FMA (s * c - m * c)
    * when it is positive; otherwise they are scaled first so the max is
    * still taken over what the softmax sees. */
-  const bool scale_in_exp = p.scale_log2 > 0.0f;
+  const bool scale_in_exp = p.scale_log2 > 0.0f && !capped;
   const float exp_scale = scale_in_exp ? p.scale_log2 : 1.0f;
 
   for (int it = 0; it < tile_count; it++) {
@@ -251,14 +474,26 @@ TSR_DEVICE void flash_body(const attention_params &p) {
         }
       }
 
+      if (capped) {
+        /* scale, NaN for infinities, the cap, log2 units: as the generic
+         * kernel (exp_scale is 1) */
 #pragma unroll
-      for (int mt = 0; mt < MT; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int nt = 0; nt < NT_S; nt++)
+          for (int nt = 0; nt < NT_S; nt++)
 #pragma unroll
-          for (int e = 0; e < 4; e++)
-            s[mt][nt][e] = attn_poison_infinite(s[mt][nt][e]);
-      if (!scale_in_exp) {
+            for (int e = 0; e < 4; e++)
+              s[mt][nt][e] = attn_capped_log2(p, s[mt][nt][e]);
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int nt = 0; nt < NT_S; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              s[mt][nt][e] = attn_poison_infinite(s[mt][nt][e]);
+      }
+      if (!scale_in_exp && !capped) {
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -364,7 +599,8 @@ TSR_DEVICE void flash_body(const attention_params &p) {
         continue;
       /* total 0: no key seen; a NaN total stays NaN in o and lse */
       float inverse = total == 0.0f ? 0.0f : 1.0f / total;
-      T *o_row = (T *)p.o + batch * p.o_b + head * p.o_h + row * p.o_s;
+      const int64_t at = seq.q_first + row; /* row of o and lse (packed: from the first) */
+      T *o_row = (T *)p.o + batch * p.o_b + head * p.o_h + at * p.o_s;
 #pragma unroll
       for (int dt = 0; dt < NT_O; dt++) {
         int col = dt * 8 + 2 * q4;
@@ -381,7 +617,7 @@ TSR_DEVICE void flash_body(const attention_params &p) {
       }
       if (p.has_lse && q4 == 0) {
         float lse = total == 0.0f ? -INFINITY : (row_max[mt][rr] * exp_scale + log2f(total)) * kLn2;
-        ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + row * p.lse_s] = lse;
+        ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + at * p.lse_s] = lse;
       }
     }
   }
@@ -400,6 +636,7 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
   constexpr int ROWS = TSR_GPU_ATTN_ROWS;
   extern __shared__ __align__(16) float smem_f32[];
   __shared__ int64_t ranges[ROWS][2];
+  __shared__ int64_t key_rows[2][32]; /* the tile's k and v row offsets */
   const int dim = (int)p.head_dim, kt = p.kv_tile, pitch = dim + 1;
   float *q_rows = smem_f32;
   float *o_rows = q_rows + ROWS * dim;
@@ -410,39 +647,59 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t row = (int64_t)blockIdx.x * ROWS + warp, head = blockIdx.y, batch = blockIdx.z;
   const int64_t kv_head = head / p.group;
-  const bool row_valid = row < p.seq_q;
-  int64_t lo = p.seq_kv, hi = 0;
+  /* The sequence's geometry (dense: the problem's); a sequence at fault
+   * gets NaN in the rows this block owns, where they can be found. */
+  const attn_seq seq = attn_seq_resolve(p, batch);
+  const int64_t seq_q = seq.q_len, seq_kv = seq.kv_len;
+  const int64_t q_at = seq.q_first + row; /* row of q / o / lse */
+  if (seq.fault >= 0) {
+    if (tid == 0)
+      attn_fault(p, seq.fault, batch);
+    if (!seq.q_located || row >= seq_q)
+      return;
+    T *o = (T *)p.o + batch * p.o_b + head * p.o_h + q_at * p.o_s;
+    for (int d = lane; d < dim; d += 32)
+      o[d * p.o_d] = tsr_elem<T>::from_float(NAN);
+    if (p.has_lse && lane == 0)
+      ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + q_at * p.lse_s] = NAN;
+    return;
+  }
+  const bool row_valid = row < seq_q;
+  int64_t lo = seq_kv, hi = 0;
   if (row_valid)
-    key_range(p, row, row, &lo, &hi);
+    key_range_of(p, seq_q, seq_kv, row, row, &lo, &hi);
   if (lane == 0) {
     ranges[warp][0] = lo;
     ranges[warp][1] = hi;
   }
-  const T *q = (const T *)p.q + batch * p.q_b + head * p.q_h + row * p.q_s;
+  const T *q = (const T *)p.q + batch * p.q_b + head * p.q_h + q_at * p.q_s;
   for (int d = lane; d < dim; d += 32) {
     q_rows[warp * dim + d] = row_valid ? tsr_elem<T>::to_float(q[d * p.q_d]) : 0.0f;
     o_rows[warp * dim + d] = 0.0f;
   }
   __syncthreads();
-  int64_t block_lo = p.seq_kv, block_hi = 0;
+  int64_t block_lo = seq_kv, block_hi = 0;
   for (int w = 0; w < ROWS; w++) {
     if (ranges[w][0] < ranges[w][1]) {
       block_lo = ranges[w][0] < block_lo ? ranges[w][0] : block_lo;
       block_hi = ranges[w][1] > block_hi ? ranges[w][1] : block_hi;
     }
   }
-  const T *k = (const T *)p.k + batch * p.k_b + kv_head * p.k_h;
-  const T *v = (const T *)p.v + batch * p.v_b + kv_head * p.v_h;
+  const T *k = (const T *)p.k + kv_head * p.k_h;
+  const T *v = (const T *)p.v + kv_head * p.v_h;
   float running_max = -INFINITY, running_sum = 0.0f;
 
   for (int64_t kv0 = block_lo; kv0 < block_hi; kv0 += kt) {
+    __syncthreads();
+    if (tid < kt && kv0 + tid < block_hi)
+      attn_key_rows(p, batch, seq.kv_first, kv0 + tid, &key_rows[0][tid], &key_rows[1][tid]);
     __syncthreads();
     for (int i = tid; i < kt * dim; i += blockDim.x) {
       int j = i / dim, d = i % dim;
       int64_t key = kv0 + j;
       bool inside = key < block_hi;
-      k_tile[j * pitch + d] = inside ? tsr_elem<T>::to_float(k[key * p.k_s + d * p.k_d]) : 0.0f;
-      v_tile[j * pitch + d] = inside ? tsr_elem<T>::to_float(v[key * p.v_s + d * p.v_d]) : 0.0f;
+      k_tile[j * pitch + d] = inside ? tsr_elem<T>::to_float(k[key_rows[0][j] + d * p.k_d]) : 0.0f;
+      v_tile[j * pitch + d] = inside ? tsr_elem<T>::to_float(v[key_rows[1][j] + d * p.v_d]) : 0.0f;
     }
     __syncthreads();
     float score = -INFINITY;
@@ -452,7 +709,8 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
       const float *kr = k_tile + lane * pitch, *qr = q_rows + warp * dim;
       for (int d = 0; d < dim; d++)
         dot = fmaf(qr[d], kr[d], dot);
-      score = attn_poison_infinite(dot * p.scale_log2);
+      score =
+          p.softcap > 0.0f ? attn_capped_log2(p, dot) : attn_poison_infinite(dot * p.scale_log2);
     }
     /* The max skips NaN scores: a row of only NaN keeps max -inf, and its
      * NaN reaches the sum through exp2(NaN). */
@@ -476,11 +734,11 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
   if (!row_valid)
     return;
   float inverse = running_sum == 0.0f ? 0.0f : 1.0f / running_sum;
-  T *o = (T *)p.o + batch * p.o_b + head * p.o_h + row * p.o_s;
+  T *o = (T *)p.o + batch * p.o_b + head * p.o_h + q_at * p.o_s;
   for (int d = lane; d < dim; d += 32)
     o[d * p.o_d] = tsr_elem<T>::from_float(o_rows[warp * dim + d] * inverse);
   if (p.has_lse && lane == 0)
-    ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + row * p.lse_s] =
+    ((float *)p.lse)[batch * p.lse_b + head * p.lse_h + q_at * p.lse_s] =
         running_sum == 0.0f ? -INFINITY : (running_max + log2f(running_sum)) * kLn2;
 }
 
@@ -491,12 +749,24 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
   TSR_KERNEL void __launch_bounds__((WARPS)*32)                                                    \
       tsr_attention_flash_##dt##_d##DP##_##BQ##x##BKV##_w##WARPS(                                  \
           TSR_PARAMS(tsr_gpu_attention_params) p) {                                                \
-    flash_body<T, DP, BQ, BKV, WARPS, STAGES, QREGS != 0>(p);                                      \
+    flash_body<T, DP, BQ, BKV, WARPS, STAGES, QREGS != 0, false>(p);                               \
   }
 #define TSR_DEFINE_FLASH(DP, BQ, BKV, WARPS, STAGES, QREGS)                                        \
   TSR_DEFINE_FLASH_DTYPE(bf16, tsr_bf16, DP, BQ, BKV, WARPS, STAGES, QREGS)                        \
   TSR_DEFINE_FLASH_DTYPE(f16, tsr_f16, DP, BQ, BKV, WARPS, STAGES, QREGS)
 TSR_FLASH_CONFIGS(TSR_DEFINE_FLASH)
+/* Serving forms (packed / paged / per-sequence lengths, softcap, faults):
+ * grid (ceil(max_seqlen_q / BQ), Hq, batch). */
+#define TSR_DEFINE_FLASH_SERVING_DTYPE(dt, T, DP, BQ, BKV, WARPS, STAGES, QREGS)                   \
+  TSR_KERNEL void __launch_bounds__((WARPS)*32)                                                    \
+      tsr_attention_flash_serving_##dt##_d##DP##_##BQ##x##BKV##_w##WARPS(                          \
+          TSR_PARAMS(tsr_gpu_attention_params) p) {                                                \
+    flash_body<T, DP, BQ, BKV, WARPS, STAGES, QREGS != 0, true>(p);                                \
+  }
+#define TSR_DEFINE_FLASH_SERVING(DP, BQ, BKV, WARPS, STAGES, QREGS)                                \
+  TSR_DEFINE_FLASH_SERVING_DTYPE(bf16, tsr_bf16, DP, BQ, BKV, WARPS, STAGES, QREGS)                \
+  TSR_DEFINE_FLASH_SERVING_DTYPE(f16, tsr_f16, DP, BQ, BKV, WARPS, STAGES, QREGS)
+TSR_FLASH_SERVING_CONFIGS(TSR_DEFINE_FLASH_SERVING)
 #endif
 
 #define TSR_DEFINE_ATTN_GENERIC(dt, T)                                                             \

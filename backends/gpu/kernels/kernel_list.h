@@ -52,6 +52,32 @@
   X(128, 64, 64, 4, 2, 1)                                                                          \
   X(256, 64, 32, 4, 1, 0)
 
+/* The flash configs that also have a serving form (packed / paged keys,
+ * per-sequence lengths and masks, softcap, device faults): the first of
+ * each head-dim class, its 64-row sibling and (d128) the 8-warp one that
+ * keeps its registers, same fields. */
+#define TSR_FLASH_SERVING_CONFIGS(X)                                                               \
+  X(64, 128, 128, 4, 2, 0)                                                                         \
+  X(64, 64, 64, 4, 2, 1)                                                                           \
+  X(128, 128, 64, 4, 2, 0)                                                                         \
+  X(128, 128, 64, 8, 2, 1)                                                                         \
+  X(128, 64, 64, 4, 2, 1)                                                                          \
+  X(256, 64, 32, 4, 1, 0)
+
+/* Split-KV decode attention (attention_decode.cu): X(DP, RT), head dims up
+ * to DP (multiples of a 16-byte vector), RT rows (query heads of a kv head x
+ * query rows) per tile. */
+#define TSR_DECODE_CONFIGS(X) X(64, 4) X(64, 8) X(128, 4) X(128, 8) X(256, 4) X(256, 8)
+/* The split counts the decode variants force (decode_split<N>); 0: the
+ * heuristic (decode_split_auto). */
+#define TSR_DECODE_SPLITS(X) X(1) X(2) X(4) X(8) X(16) X(32) X(64)
+
+/* Split-KV decode on tensor cores (attention_decode_mma.cu, bf16 / f16):
+ * X(DP, BKV, WARPS, STAGES), one per head-dim class (64, 128, 256, in that
+ * order): BKV keys a tile (BKV / WARPS a warp, a multiple of 16), STAGES
+ * tiles in shared memory (STAGES - 1 in flight). */
+#define TSR_DECODE_MMA_CONFIGS(X) X(64, 64, 4, 4) X(128, 64, 4, 3) X(256, 64, 4, 2)
+
 /* dtype name in kernel names, with its device type. */
 #define TSR_DTYPES_16(X) X(bf16, tsr_bf16) X(f16, tsr_f16)
 #define TSR_DTYPES_ALL(X) X(f32, float) X(bf16, tsr_bf16) X(f16, tsr_f16)
@@ -69,7 +95,13 @@
 #define TSR_GEMM_SPLITK_NAME "tsr_gemm_splitk_reduce"
 #define TSR_FLASH_NAME(dt, DP, BQ, BKV, W)                                                         \
   "tsr_attention_flash_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
+#define TSR_FLASH_SERVING_NAME(dt, DP, BQ, BKV, W)                                                 \
+  "tsr_attention_flash_serving_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
 #define TSR_ATTN_GENERIC_NAME(dt) "tsr_attention_generic_" #dt
+#define TSR_DECODE_NAME(dt, DP, RT) "tsr_attention_decode_" #dt "_d" #DP "_r" #RT
+#define TSR_DECODE_MMA_NAME(dt, DP) "tsr_attention_decode_mma_" #dt "_d" #DP
+#define TSR_DECODE_COMBINE_NAME(dt) "tsr_attention_decode_combine_" #dt
+#define TSR_KV_APPEND_NAME(bits) "tsr_kv_append_b" #bits
 #define TSR_ROWS_NAME(op, dt) "tsr_" #op "_" #dt
 #define TSR_ELEMENTWISE_NAME(op, dt) "tsr_" #op "_" #dt
 

@@ -105,13 +105,74 @@ typedef struct tsr_gpu_attention_params {
   int32_t has_lse;
   int32_t kv_tile; /* generic kernel: keys per shared-memory tile */
   int32_t group;   /* heads_q / heads_kv */
+  /* ---- serving (the generic and decode kernels; zero for dense problems) ----
+   * Packed q/o: q_b = o_b = 0 and q_s the row stride of [total_q, Hq, D]
+   * (row q_first + i); packed lse [Hq, total_q]: lse_b = 0. Packed k/v: k_b =
+   * 0, k_s the row stride (row kv_first + j). Paged k/v: k_b is the block
+   * stride, k_s the stride of a row within a block. seq_q is dense q's Sq,
+   * seq_kv dense k's Skv or the paged capacity (max_blocks * block_size). */
+  uint64_t cu_q, cu_kv, block_table, seqlens_kv; /* int32 index tensors; 0: absent */
+  uint64_t faults;   /* the queue's TSR_PLUGIN_FAULT_COUNT int32 words */
+  uint64_t partials; /* decode: the split partials in the queue's workspace */
+  int64_t cu_q_stride, cu_kv_stride, seqlens_stride, table_b, table_j; /* elements */
+  int64_t batch, max_seqlen_q, max_seqlen_kv;
+  int64_t q_rows;  /* packed q: total_q */
+  int64_t kv_rows; /* packed k: total_kv; paged: num_blocks */
+  int64_t block_size, max_blocks;
+  int64_t chunk; /* decode: keys per split (a multiple of the kernel's keys per step) */
+  float scale;   /* scale as given (softcap applies to scale * q.k) */
+  float softcap; /* 0: none */
+  int32_t serving;
+  int32_t packed_q, packed_kv, paged;
+  int32_t block_shift; /* log2(block_size) when a power of two, else -1 */
+  int32_t splits;      /* decode: key chunks per (sequence, kv head, row group) */
+  int32_t row_groups;  /* decode: tiles of rows (query heads x query rows) per kv head */
+  int32_t tile_rows;   /* decode: rows per tile (the split kernel's RT) */
+  int32_t reserved;
 } tsr_gpu_attention_params;
+
+/* Device faults (plugin.h's TSR_PLUGIN_FAULT_*; configs.c asserts they agree). */
+#define TSR_GPU_FAULT_CE_TARGET 0
+#define TSR_GPU_FAULT_CU_SEQLENS_Q 1
+#define TSR_GPU_FAULT_CU_SEQLENS_KV 2
+#define TSR_GPU_FAULT_SEQLENS_KV 3
+#define TSR_GPU_FAULT_BLOCK_TABLE 4
+#define TSR_GPU_FAULT_MAX_SEQLEN_Q 5
+#define TSR_GPU_FAULT_MAX_SEQLEN_KV 6
+#define TSR_GPU_FAULT_KV_SLOT 7
 
 /* Flash kernel on tensor cores: BQ query rows and 2 x KV_STAGES key/value
  * tiles of BKV rows in shared memory, rows padded by FLASH_PAD elements. */
 #define TSR_GPU_FLASH_PAD 8
 #define TSR_GPU_FLASH_SMEM(DP, BQ, BKV, KV_STAGES)                                                 \
   (((BQ) + 2 * (KV_STAGES) * (BKV)) * ((DP) + TSR_GPU_FLASH_PAD) * 2)
+/* Decode (split-KV) kernel: 128 threads; the rows of a kv head's tile (its
+ * query heads x query rows, row = query row * group + head in group) in
+ * tiles of 4 or 8; partials per (sequence, kv head, row group, split) in the
+ * workspace: max and sum [rows][2] f32, then o [rows][head_dim] f32. */
+#define TSR_GPU_DECODE_THREADS 128
+#define TSR_GPU_DECODE_MAX_Q 16
+
+/* Decode on tensor cores (attention_decode_mma.cu): one m16 tile of rows a
+ * block (query heads x query rows of a kv head, padded), the Q tile and
+ * STAGES K/V tiles of BKV keys in shared memory; its partials are the split
+ * kernel's with tile_rows 16. */
+#define TSR_GPU_DECODE_MMA_ROWS 16
+#define TSR_GPU_DECODE_MMA_SMEM(DP, BKV, STAGES)                                                   \
+  ((TSR_GPU_DECODE_MMA_ROWS + 2 * (STAGES) * (BKV)) * ((DP) + TSR_GPU_FLASH_PAD) * 2)
+
+/* kv_append: a thread per 16-byte vector (vec) or element of a row. */
+typedef struct tsr_gpu_kv_append_params {
+  uint64_t k_new, v_new, k_cache, v_cache, slots, faults;
+  int64_t rows, heads, units; /* units: 16-byte vectors (vec) or elements per (row, head) */
+  int64_t slots_stride;
+  int64_t kn_t, kn_h, kn_d, vn_t, vn_h, vn_d; /* k_new / v_new strides */
+  int64_t kc_b, kc_s, kc_h, kc_d, vc_b, vc_s, vc_h, vc_d;
+  int64_t block_size, slot_count; /* slot_count: num_blocks * block_size */
+  int32_t has_v;
+  int32_t vec; /* 16-byte units: unit stride along D, 16-byte aligned rows */
+} tsr_gpu_kv_append_params;
+
 /* Generic kernel: 4 query rows per block, one per warp. */
 #define TSR_GPU_ATTN_ROWS 4
 #define TSR_GPU_ATTN_GENERIC_SMEM(D, KT)                                                           \

@@ -5,7 +5,10 @@
  * gpu_portability.h abstracts is used here; instructions one vendor lacks
  * sit behind its TSR_GPU_HAS_* tests with a portable path or a trap. */
 #include "attention.cu"
+#include "attention_decode.cu"     /* after attention.cu: its serving helpers */
+#include "attention_decode_mma.cu" /* after both: their helpers and partials */
 #include "elementwise.cu"
 #include "gemm.cu"
 #include "gemv.cu" /* after gemm.cu: shares its tile and epilogue helpers */
+#include "kv_cache.cu"
 #include "norm.cu"
