@@ -418,19 +418,29 @@ tsr_status opencl_gemm_variants(const opencl_device_props *props, const opencl_g
 /* ------------------------------------------------------------------------ */
 
 static const opencl_attention_row attention_rows[] = {
-    {"flash_d64_q32_k32", OPENCL_ATTENTION_FLASH, 64, 32, 32, 4, 8, 0, 0},
-    {"flash_d64_q64_k32", OPENCL_ATTENTION_FLASH, 64, 64, 32, 4, 8, 0, 0},
-    {"flash_d128_q16_k16", OPENCL_ATTENTION_FLASH, 128, 16, 16, 2, 8, 0, 0},
-    {"flash_d128_q16_k32", OPENCL_ATTENTION_FLASH, 128, 16, 32, 2, 8, 0, 0},
-    {"flash_d128_q32_k32", OPENCL_ATTENTION_FLASH, 128, 32, 32, 2, 8, 0, 0},
-    {"flash_d256_q8_k16", OPENCL_ATTENTION_FLASH, 256, 8, 16, 2, 16, 0, 0},
-    {"flash_d256_q16_k16", OPENCL_ATTENTION_FLASH, 256, 16, 16, 2, 16, 0, 0},
+    {"flash_d64_q32_k32", OPENCL_ATTENTION_FLASH, 64, 32, 32, 4, 8, 0, 0, 0},
+    {"flash_d64_q64_k32", OPENCL_ATTENTION_FLASH, 64, 64, 32, 4, 8, 0, 0, 0},
+    {"flash_d128_q16_k16", OPENCL_ATTENTION_FLASH, 128, 16, 16, 2, 8, 0, 0, 0},
+    {"flash_d128_q16_k32", OPENCL_ATTENTION_FLASH, 128, 16, 32, 2, 8, 0, 0, 0},
+    {"flash_d128_q32_k32", OPENCL_ATTENTION_FLASH, 128, 32, 32, 2, 8, 0, 0, 0},
+    {"flash_d256_q8_k16", OPENCL_ATTENTION_FLASH, 256, 8, 16, 2, 16, 0, 0, 0},
+    {"flash_d256_q16_k16", OPENCL_ATTENTION_FLASH, 256, 16, 16, 2, 16, 0, 0, 0},
     /* few rows (decode): a row per work item row-group */
-    {"flash_d64_q8_k32", OPENCL_ATTENTION_FLASH, 64, 8, 32, 1, 8, 0, 0},
-    {"flash_d128_q8_k32", OPENCL_ATTENTION_FLASH, 128, 8, 32, 1, 8, 0, 0},
-    {"flash_d256_q4_k16", OPENCL_ATTENTION_FLASH, 256, 4, 16, 1, 16, 0, 0},
-    {"generic_t64", OPENCL_ATTENTION_GENERIC, 0, 0, 0, 0, 0, 64, 4},
-    {"generic_t128", OPENCL_ATTENTION_GENERIC, 0, 0, 0, 0, 0, 128, 4},
+    {"flash_d64_q8_k32", OPENCL_ATTENTION_FLASH, 64, 8, 32, 1, 8, 0, 0, 0},
+    {"flash_d128_q8_k32", OPENCL_ATTENTION_FLASH, 128, 8, 32, 1, 8, 0, 0, 0},
+    {"flash_d256_q4_k16", OPENCL_ATTENTION_FLASH, 256, 4, 16, 1, 16, 0, 0, 0},
+    {"generic_t64", OPENCL_ATTENTION_GENERIC, 0, 0, 0, 0, 0, 64, 4, 0},
+    {"generic_t128", OPENCL_ATTENTION_GENERIC, 0, 0, 0, 0, 0, 128, 4, 0},
+    /* split-KV decode (kernels/attention_decode.cl): the key ranges by the
+     * heuristic, or at most N of them */
+    {"decode_split_auto", OPENCL_ATTENTION_DECODE, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"decode_split1", OPENCL_ATTENTION_DECODE, 0, 0, 0, 0, 0, 0, 0, 1},
+    {"decode_split2", OPENCL_ATTENTION_DECODE, 0, 0, 0, 0, 0, 0, 0, 2},
+    {"decode_split4", OPENCL_ATTENTION_DECODE, 0, 0, 0, 0, 0, 0, 0, 4},
+    {"decode_split8", OPENCL_ATTENTION_DECODE, 0, 0, 0, 0, 0, 0, 0, 8},
+    {"decode_split16", OPENCL_ATTENTION_DECODE, 0, 0, 0, 0, 0, 0, 0, 16},
+    {"decode_split32", OPENCL_ATTENTION_DECODE, 0, 0, 0, 0, 0, 0, 0, 32},
+    {"decode_split64", OPENCL_ATTENTION_DECODE, 0, 0, 0, 0, 0, 0, 0, 64},
 };
 enum { ATTENTION_ROWS = sizeof attention_rows / sizeof attention_rows[0] };
 
@@ -445,6 +455,11 @@ typedef struct attention_class_row {
   /* work-groups per compute unit a key split aims at: decode is bound by
    * memory, and GPUs need many loads in flight to reach its bandwidth */
   uint32_t split_groups_per_unit;
+  /* the decode kernel: work items, work-groups per compute unit its key
+   * split aims at (ranges of at least decode_min_chunk keys; many small
+   * ranges also even out sequences of different lengths), and the query
+   * rows per key/value head up to which the heuristic picks it */
+  uint32_t decode_threads, decode_groups_per_unit, decode_min_chunk, decode_max_rows;
 } attention_class_row;
 
 static const char *const attention_order_gpu[] = {"flash_d64_q64_k32",
@@ -473,13 +488,17 @@ static const char *const attention_order_cpu[] = {"flash_d64_q64_k32",  "flash_d
                                                   "flash_d256_q4_k16",  NULL};
 
 static const attention_class_row attention_classes[OPENCL_CLASS_COUNT] = {
-    [OPENCL_CLASS_GENERIC] = {attention_order_gpu, "generic_t128", 2, 8},
-    [OPENCL_CLASS_NVIDIA] = {attention_order_gpu, "generic_t128", 2, 8},
-    [OPENCL_CLASS_AMD] = {attention_order_gpu, "generic_t128", 2, 8},
-    [OPENCL_CLASS_INTEL] = {attention_order_gpu, "generic_t128", 2, 8},
-    [OPENCL_CLASS_MALI] = {attention_order_mobile, "generic_t64", 2, 4},
-    [OPENCL_CLASS_ADRENO] = {attention_order_mobile, "generic_t64", 2, 4},
-    [OPENCL_CLASS_POCL_CPU] = {attention_order_cpu, "generic_t64", 2, 2},
+    [OPENCL_CLASS_GENERIC] = {attention_order_gpu, "generic_t128", 2, 8, 128, 16, 256, 32},
+    [OPENCL_CLASS_NVIDIA] = {attention_order_gpu, "generic_t128", 2, 8, 128, 16, 256, 32},
+    [OPENCL_CLASS_AMD] = {attention_order_gpu, "generic_t128", 2, 8, 128, 16, 256, 32},
+    [OPENCL_CLASS_INTEL] = {attention_order_gpu, "generic_t128", 2, 8, 128, 16, 256, 32},
+    [OPENCL_CLASS_MALI] = {attention_order_mobile, "generic_t64", 2, 4, 64, 4, 256, 32},
+    [OPENCL_CLASS_ADRENO] = {attention_order_mobile, "generic_t64", 2, 4, 64, 4, 256, 32},
+    /* PoCL keeps each work item's values live across barriers in memory:
+     * fewer work items per group, and decode only for one or two rows per
+     * key/value head (bf16, D 128, paged: 2x the flash tile's rate for one
+     * row, 2.7x slower for four, 4x for sixteen) */
+    [OPENCL_CLASS_POCL_CPU] = {attention_order_cpu, "generic_t64", 2, 2, 64, 2, 512, 2},
 };
 
 static const attention_class_row *attention_class_of(const opencl_device_props *props) {
@@ -507,24 +526,108 @@ uint32_t opencl_attention_row_threads(const opencl_attention_row *row) {
   return row->kind == OPENCL_ATTENTION_FLASH ? row->bq / row->rq * row->tpr : row->threads;
 }
 
+/* Local memory of a flash or generic row, with what a paged build adds (the
+ * key rows of a tile or chunk) and the sequence check's flag. */
 static uint64_t attention_row_local_bytes(const opencl_attention_row *row) {
   if (row->kind == OPENCL_ATTENTION_GENERIC)
-    return 8ull * row->threads;
+    return 16ull * row->threads + 16;
   /* q and k/v tiles in float4 rows padded by one, then the probabilities */
-  return 16ull * (row->bq + row->bkv) * (row->dp / 4 + 1) + 4ull * row->bq * row->bkv;
+  return 16ull * (row->bq + row->bkv) * (row->dp / 4 + 1) + 4ull * row->bq * row->bkv +
+         16ull * row->bkv + 16;
+}
+
+/* Query rows a (batch, key/value head) has at most: the positions times
+ * the GQA group; serving grids have at least one (every sequence's indices
+ * are checked even when no sequence has a query row). */
+static uint64_t attention_packed_rows(const opencl_attention_problem *g) {
+  uint64_t rows = (uint64_t)g->sq * (uint64_t)g->group;
+  return g->serving && rows == 0 ? 1 : rows;
+}
+
+/* Decode: rows per work-group, the smallest of 1, 2, 4, 8 that holds a
+ * (batch, key/value head)'s rows, else 8 in several tiles. */
+static uint32_t decode_rows_per_tile(const opencl_attention_problem *g) {
+  uint64_t rows = attention_packed_rows(g);
+  return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
 }
 
 uint64_t opencl_attention_row_groups(const opencl_attention_problem *g,
                                      const opencl_attention_row *row) {
   if (row->kind == OPENCL_ATTENTION_GENERIC)
-    return (uint64_t)g->sq;
-  return opencl_ceil_div((uint64_t)g->sq * (uint64_t)g->group, row->bq);
+    return g->serving && g->sq == 0 ? 1 : (uint64_t)g->sq;
+  if (row->kind == OPENCL_ATTENTION_DECODE)
+    return opencl_ceil_div(attention_packed_rows(g), decode_rows_per_tile(g));
+  return opencl_ceil_div(attention_packed_rows(g), row->bq);
 }
 
 uint64_t opencl_attention_row_all_groups(const opencl_attention_problem *g,
                                          const opencl_attention_row *row) {
   return opencl_attention_row_groups(g, row) *
-         (uint64_t)(row->kind == OPENCL_ATTENTION_FLASH ? g->hkv : g->hq) * (uint64_t)g->batch;
+         (uint64_t)(row->kind == OPENCL_ATTENTION_GENERIC ? g->hq : g->hkv) * (uint64_t)g->batch;
+}
+
+/* Decode key splits: ranges a multiple of 64 keys (at least 64 for a fixed
+ * count), at most 128 of them, their partial rows at most 256 MiB of
+ * scratch. */
+enum { DECODE_CHUNK_ROUND = 64, DECODE_SPLIT_MAX = 128 };
+#define DECODE_SPLIT_MAX_BYTES ((uint64_t)256 << 20)
+
+bool opencl_attention_decode_plan_of(const opencl_device_props *props,
+                                     const opencl_attention_problem *g,
+                                     const opencl_attention_row *row,
+                                     opencl_attention_decode_plan *out) {
+  uint32_t dp = dim_class(g->dim);
+  if (row->kind != OPENCL_ATTENTION_DECODE || !dp || g->sq > OPENCL_ATTENTION_DECODE_MAX_Q)
+    return false;
+  const attention_class_row *cls = attention_class_of(props);
+  opencl_attention_decode_plan plan;
+  plan.dp = dp;
+  plan.rt = decode_rows_per_tile(g);
+  plan.nb = plan.rt >= 8 ? 1 : plan.rt >= 4 ? 2 : 4; /* registers: q, outputs, K/V words */
+  plan.threads = cls->decode_threads;
+  uint32_t lanes = dp / 8, groups = plan.threads / lanes;
+  /* outputs of every lane group, their maxima and sums, the lane sums */
+  plan.local_bytes = 4ull * ((uint64_t)plan.threads * plan.rt * 8 + 2ull * groups * plan.rt +
+                             (uint64_t)groups * plan.nb * plan.rt) +
+                     4;
+  if (groups == 0 || !group_fits(props, plan.threads, plan.local_bytes))
+    return false;
+  uint64_t tiles = opencl_attention_row_groups(g, row);
+  uint64_t keys = (uint64_t)g->skv, splits, min_chunk = DECODE_CHUNK_ROUND;
+  if (row->splits) {
+    splits = row->splits;
+  } else {
+    uint64_t base = (uint64_t)g->batch * (uint64_t)g->hkv * tiles;
+    splits =
+        base ? opencl_ceil_div(cls->decode_groups_per_unit * compute_units_or_16(props), base) : 1;
+    min_chunk = cls->decode_min_chunk;
+  }
+  uint64_t most = opencl_ceil_div(keys, min_chunk);
+  if (splits > most)
+    splits = most;
+  if (splits > DECODE_SPLIT_MAX)
+    splits = DECODE_SPLIT_MAX;
+  uint64_t chunk = 0;
+  if (splits > 1) {
+    chunk = opencl_ceil_div(opencl_ceil_div(keys, splits), DECODE_CHUNK_ROUND) * DECODE_CHUNK_ROUND;
+    splits = opencl_ceil_div(keys, chunk);
+  }
+  uint64_t part_rows = (uint64_t)g->batch * (uint64_t)g->hq * (uint64_t)g->sq;
+  if (splits > 1 && ((splits * part_rows * ((uint64_t)g->dim + 2) + 4ull * (uint64_t)g->batch) * 4 >
+                         DECODE_SPLIT_MAX_BYTES ||
+                     part_rows * 64 > UINT32_MAX))
+    splits = 1;
+  if (splits <= 1) {
+    splits = 1;
+    chunk = keys ? keys : 1;
+  }
+  if (splits * tiles * plan.threads > UINT32_MAX)
+    return false;
+  plan.row_tiles = (uint32_t)tiles;
+  plan.splits = (uint32_t)splits;
+  plan.chunk = (uint32_t)chunk;
+  *out = plan;
+  return true;
 }
 
 static bool attention_row_fits(const opencl_device_props *props, const opencl_attention_row *row) {
@@ -542,10 +645,18 @@ static bool attention_row_runs(const opencl_attention_problem *g, const opencl_a
 
 bool opencl_attention_row_takes(const opencl_device_props *props, const opencl_attention_problem *g,
                                 const opencl_attention_row *row) {
+  if (row->kind == OPENCL_ATTENTION_DECODE) {
+    /* a fixed count is listed where the keys allow that many ranges */
+    opencl_attention_decode_plan plan;
+    return opencl_attention_decode_plan_of(props, g, row, &plan) &&
+           (row->splits <= 1 ||
+            row->splits <= opencl_ceil_div((uint64_t)g->skv, DECODE_CHUNK_ROUND));
+  }
   return attention_row_fits(props, row) && attention_row_runs(g, row);
 }
 
-static int attention_row_add(tsr_plugin_variant_list *out, const opencl_attention_row *row) {
+static int attention_row_add(const opencl_device_props *props, const opencl_attention_problem *g,
+                             tsr_plugin_variant_list *out, const opencl_attention_row *row) {
   if (row->kind == OPENCL_ATTENTION_FLASH)
     return tsr_plugin_variants_add(
         out, row->name,
@@ -553,18 +664,33 @@ static int attention_row_add(tsr_plugin_variant_list *out, const opencl_attentio
         "%u rows per %u work items, %u work items, %llu B local, keys split when few groups",
         row->bq, row->bkv, row->dp, row->rq, row->tpr, opencl_attention_row_threads(row),
         (unsigned long long)attention_row_local_bytes(row));
+  if (row->kind == OPENCL_ATTENTION_DECODE) {
+    opencl_attention_decode_plan plan;
+    if (!opencl_attention_decode_plan_of(props, g, row, &plan))
+      return -1;
+    return tsr_plugin_variants_add(
+        out, row->name,
+        "split-KV decode: %u query rows (GQA heads packed) per work-group of %u, head dim <= %u, "
+        "keys in %u ranges of %u (%s)%s",
+        plan.rt, plan.threads, plan.dp, plan.splits, plan.chunk,
+        row->splits ? "at most the count named" : "from B * Hkv, the key bound, compute units",
+        plan.splits > 1 ? ", merged by a second kernel" : "");
+  }
   return tsr_plugin_variants_add(out, row->name,
                                  "a work-group of %u work items per query row, any head dim (%u "
                                  "columns per pass and work item), keys in chunks of %u",
                                  row->threads, row->cpt, row->threads);
 }
 
-/* The heuristic, over the flash rows of the problem's head-dim class in
- * the class's order: the first (largest) tile at least half filled by the
- * rows of a (batch, key/value head) that gives groups_per_unit work-groups
- * per compute unit; else the largest half filled (its keys split to fill
- * the device); else the fullest (decode without GQA: one row per head).
- * The generic row above 256, or when no flash row fits the device. */
+/* The heuristic. Few query rows (max_seqlen_q <= 16, at most
+ * decode_max_rows per key/value head): split-KV decode, its key ranges by
+ * the decode heuristic. Otherwise over the flash rows of the problem's head-dim class
+ * in the class's order: the first (largest) tile at least half filled by
+ * the rows of a (batch, key/value head) that gives groups_per_unit
+ * work-groups per compute unit; else the largest half filled (its keys
+ * split to fill the device); else the fullest (decode without GQA: one row
+ * per head). The generic row above 256, or when no flash row fits the
+ * device. */
 static const opencl_attention_row *attention_pick(const opencl_device_props *props,
                                                   const opencl_attention_problem *g, char *reason,
                                                   size_t capacity) {
@@ -572,6 +698,18 @@ static const opencl_attention_row *attention_pick(const opencl_device_props *pro
   uint32_t dp = dim_class(g->dim);
   uint64_t want = opencl_attention_groups_wanted(props);
   uint64_t packed = (uint64_t)g->sq * (uint64_t)g->group; /* rows per (batch, kv head) */
+  const opencl_attention_row *decode = opencl_attention_row_find("decode_split_auto");
+  opencl_attention_decode_plan plan;
+  if (decode && packed <= cls->decode_max_rows &&
+      opencl_attention_decode_plan_of(props, g, decode, &plan)) {
+    snprintf(reason, capacity,
+             "few query rows (%lld per sequence, %llu per key/value head): split-KV decode, %u "
+             "key ranges of %u keys (%llu x %u work-groups, %llu compute units)",
+             (long long)g->sq, (unsigned long long)packed, plan.splits, plan.chunk,
+             (unsigned long long)(g->batch * g->hkv), plan.row_tiles,
+             (unsigned long long)compute_units_or_16(props));
+    return decode;
+  }
   const opencl_attention_row *pick = NULL, *largest_half = NULL, *fullest = NULL;
   double best_fill = -1.0;
   for (const char *const *o = cls->order; dp && *o; o++) {
@@ -629,7 +767,7 @@ tsr_status opencl_attention_variants(const opencl_device_props *props,
     const opencl_attention_row *row = &attention_rows[i];
     if (!opencl_attention_row_takes(props, g, row))
       continue;
-    int index = attention_row_add(out, row);
+    int index = attention_row_add(props, g, out, row);
     if (index >= 0 && row == pick)
       out->heuristic = index;
   }
@@ -641,5 +779,51 @@ tsr_status opencl_attention_variants(const opencl_device_props *props,
     return TSR_ERROR_UNSUPPORTED;
   }
   snprintf(out->reason, sizeof out->reason, "%s: %s", reason, out->variants[out->heuristic].name);
+  return TSR_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* kv_append (kernels/kv_append.cl)                                         */
+/* ------------------------------------------------------------------------ */
+
+static const opencl_kv_append_row kv_append_rows[] = {
+    {"kv_append_t64", 64},
+    {"kv_append_t128", 128},
+};
+enum { KV_APPEND_ROWS = sizeof kv_append_rows / sizeof kv_append_rows[0] };
+
+const opencl_kv_append_row *opencl_kv_append_row_find(const opencl_device_props *props,
+                                                      const char *name) {
+  const opencl_kv_append_row *row =
+      tsr_plugin_row_find(kv_append_rows, KV_APPEND_ROWS, sizeof kv_append_rows[0], name);
+  return row && group_fits(props, row->threads, 0) ? row : NULL;
+}
+
+/* The heuristic: a work item per element of the head dim, up to 128. */
+tsr_status opencl_kv_append_variants(const opencl_device_props *props, int64_t dim,
+                                     tsr_plugin_variant_list *out, char *why, size_t capacity) {
+  out->count = 0;
+  out->heuristic = 0;
+  const char *pick = NULL;
+  for (int i = 0; i < KV_APPEND_ROWS; i++) {
+    const opencl_kv_append_row *row = &kv_append_rows[i];
+    if (!group_fits(props, row->threads, 0))
+      continue;
+    int index = tsr_plugin_variants_add(out, row->name,
+                                        "a work-group of %u work items per (row, head), copying "
+                                        "the head dim as stored",
+                                        row->threads);
+    if (index >= 0 && (!pick || dim > (int64_t)kv_append_rows[i - 1].threads)) {
+      out->heuristic = index;
+      pick = row->name;
+    }
+  }
+  if (out->count == 0) {
+    snprintf(why, capacity, "no kv_append variant fits %s's limits (%zu work items)", props->name,
+             props->max_work_group);
+    return TSR_ERROR_UNSUPPORTED;
+  }
+  snprintf(out->reason, sizeof out->reason, "head dim %lld: %s", (long long)dim,
+           out->variants[out->heuristic].name);
   return TSR_OK;
 }

@@ -100,7 +100,8 @@ uint32_t opencl_gemm_groups_per_unit(const opencl_device_props *props);
 
 typedef enum opencl_attention_kind {
   OPENCL_ATTENTION_FLASH,
-  OPENCL_ATTENTION_GENERIC
+  OPENCL_ATTENTION_GENERIC,
+  OPENCL_ATTENTION_DECODE
 } opencl_attention_kind;
 
 typedef struct opencl_attention_row {
@@ -111,12 +112,19 @@ typedef struct opencl_attention_row {
   uint32_t dp, bq, bkv, rq, tpr;
   /* generic: work items (a power of two), output columns per work item */
   uint32_t threads, cpt;
+  /* decode: key ranges at most (0: the heuristic's count) */
+  uint32_t splits;
 } opencl_attention_row;
 
+/* One attention problem as the kernels see it. Serving problems
+ * (tsr_plugin_attention_is_serving): batch is args->batch, sq and skv the
+ * bounds max_seqlen_q / max_seqlen_kv, and the layout flags say which index
+ * tensors there are; dense ones take the extents of q and k. */
 typedef struct opencl_attention_problem {
   const tsr_attention_args *a;
   int64_t batch, sq, skv, hq, hkv, dim, group;
   bool lse;
+  bool serving, packed_q, packed_kv, paged, seqlens, softcap;
 } opencl_attention_problem;
 
 /* The variants that can run the problem, with the heuristic's pick and
@@ -131,7 +139,8 @@ uint32_t opencl_attention_row_threads(const opencl_attention_row *row);
 bool opencl_attention_row_takes(const opencl_device_props *props, const opencl_attention_problem *g,
                                 const opencl_attention_row *row);
 /* Work-groups along the first grid dimension, and in the whole grid (before
- * any key split). */
+ * any key split); serving grids have at least one row of work-groups, which
+ * check the sequences' indices when no sequence has a query row. */
 uint64_t opencl_attention_row_groups(const opencl_attention_problem *g,
                                      const opencl_attention_row *row);
 uint64_t opencl_attention_row_all_groups(const opencl_attention_problem *g,
@@ -140,5 +149,43 @@ uint64_t opencl_attention_row_all_groups(const opencl_attention_problem *g,
  * are split (decode). */
 uint64_t opencl_attention_groups_wanted(const opencl_device_props *props);
 uint64_t opencl_attention_split_groups_wanted(const opencl_device_props *props);
+
+/* A decode row's plan for a problem (kernels/attention_decode.cl): head-dim
+ * class dp, rt query rows per work-group (the GQA group's heads times the
+ * positions, in row_tiles tiles), nb keys per lane group and step, the
+ * work items, and the key split: `splits` ranges of `chunk` keys (1 and
+ * the key bound: none). */
+typedef struct opencl_attention_decode_plan {
+  uint32_t dp, rt, nb, threads;
+  uint32_t row_tiles;
+  uint32_t splits, chunk;
+  uint64_t local_bytes;
+} opencl_attention_decode_plan;
+
+/* Query rows per sequence the decode rows take at most. */
+enum { OPENCL_ATTENTION_DECODE_MAX_Q = 16 };
+
+/* The plan of a decode row, or false when it cannot run the problem on the
+ * device (head dim above 256, more than 16 query rows per sequence, the
+ * device's limits). */
+bool opencl_attention_decode_plan_of(const opencl_device_props *props,
+                                     const opencl_attention_problem *g,
+                                     const opencl_attention_row *row,
+                                     opencl_attention_decode_plan *out);
+
+/* ---- kv_append ---- */
+
+typedef struct opencl_kv_append_row {
+  const char *name;
+  uint32_t threads; /* work items per (row, head) pair */
+} opencl_kv_append_row;
+
+/* The variants, with the heuristic's pick (by the head dim); TSR_ERROR_
+ * UNSUPPORTED with `why` when none fits the device. */
+tsr_status opencl_kv_append_variants(const opencl_device_props *props, int64_t dim,
+                                     tsr_plugin_variant_list *out, char *why, size_t capacity);
+/* The row named `name` that fits the device, or NULL. */
+const opencl_kv_append_row *opencl_kv_append_row_find(const opencl_device_props *props,
+                                                      const char *name);
 
 #endif /* TESSERA_OPENCL_CONFIGS_H */

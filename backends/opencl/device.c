@@ -325,7 +325,9 @@ tsr_status opencl_device_info(void *handle, uint32_t index, tsr_device_info *inf
    * every OpenCL 1.2 device has both. */
   info->dtype_mask = (1u << TSR_DTYPE_F32) | (1u << TSR_DTYPE_F16) | (1u << TSR_DTYPE_BF16) |
                      (1u << TSR_DTYPE_I32);
-  info->op_mask = (1u << TSR_OP_COUNT_) - 1u;
+  /* Every op through kv_append; TSR_OP_KV_APPEND also says that every
+   * serving form of attention runs (packed, paged, seqlens, softcap). */
+  info->op_mask = (1u << (TSR_OP_KV_APPEND + 1)) - 1u;
   info->host_visible = 0;
   if (info->struct_size >= offsetof(tsr_device_info, details) + sizeof info->details) {
     char sizes[64] = "";

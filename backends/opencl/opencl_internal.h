@@ -135,12 +135,13 @@ typedef struct opencl_queue {
   /* Scratch for ops (opencl_queue_scratch), grown on demand. */
   cl_mem scratch;
   uint64_t scratch_bytes;
-  /* int32 on the device: the smallest row a cross_entropy found a bad target
-   * in (INT32_MAX: none), read and reset by queue_finish. */
+  /* int32 words on the device: TSR_PLUGIN_FAULT_COUNT fault words (each the
+   * smallest index at fault of its kind, TSR_PLUGIN_FAULT_NONE when none),
+   * read and reset by queue_finish when armed, then the word events fill. */
   cl_mem status;
   bool status_armed;
-  int64_t status_vocab, status_ignore_index;
-  tsr_status failed; /* an enqueue error, returned by queue_finish */
+  tsr_plugin_fault_context fault_context; /* the last cross_entropy's, for the sentence */
+  tsr_status failed;                      /* an enqueue error, returned by queue_finish */
 } opencl_queue;
 
 /* An event is a marker enqueued on the queue (clEnqueueMarkerWithWaitList). */
@@ -226,8 +227,12 @@ tsr_status opencl_queue_scratch(opencl_queue *queue, uint64_t bytes, cl_mem *out
  * it (clReleaseMemObject) once the launches using it are enqueued; OpenCL
  * keeps it until they complete. */
 tsr_status opencl_queue_upload(opencl_queue *queue, const void *data, uint64_t bytes, cl_mem *out);
-/* The queue's cross_entropy status word (an int32 buffer), armed so that
- * queue_finish reports the first bad target row. */
+/* The queue's fault words (TSR_PLUGIN_FAULT_COUNT int32 from byte 0 of
+ * `out`; kernels atomic_min an index into word[kind]), armed so that
+ * queue_finish reads them and reports the first kind at fault
+ * (tsr_plugin_fault_report). opencl_queue_status is cross_entropy's: it
+ * also keeps the vocabulary and ignore_index for the sentence. */
+tsr_status opencl_queue_faults(opencl_queue *queue, cl_mem *out);
 tsr_status opencl_queue_status(opencl_queue *queue, int64_t vocab, int64_t ignore_index,
                                cl_mem *out);
 

@@ -3,7 +3,8 @@
  * points, which only route: init, devices and info live in device.c,
  * buffers in memory.c, queues, events and launches in queue.c, programs and
  * prepared configs in program.c, device classes in configs.c, the op
- * families in ops.c (fused ops), ops_gemm.c and ops_attention.c. */
+ * families in ops.c (fused ops), ops_gemm.c and ops_attention.c (attention
+ * and kv_append). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,10 +21,10 @@
  * failure after tsr_plugin_fail (an op of a newer core: unsupported). */
 static tsr_status op_family(const tsr_plugin_host *host, tsr_op op, const void *args,
                             tsr_plugin_any_args *copy, const opencl_op_family **family) {
-  *family = op == TSR_OP_GEMM || op == TSR_OP_GROUPED_GEMM ? &opencl_gemm_family
-            : op == TSR_OP_ATTENTION                       ? &opencl_attention_family
-            : tsr_plugin_op_known(op)                      ? &opencl_fused_family
-                                                           : NULL;
+  *family = op == TSR_OP_GEMM || op == TSR_OP_GROUPED_GEMM     ? &opencl_gemm_family
+            : op == TSR_OP_ATTENTION || op == TSR_OP_KV_APPEND ? &opencl_attention_family
+            : tsr_plugin_op_known(op)                          ? &opencl_fused_family
+                                                               : NULL;
   if (!*family)
     return tsr_plugin_fail(host, TSR_ERROR_UNSUPPORTED, "op %d is unknown", (int)op);
   if (!tsr_plugin_args_copy(op, args, copy))

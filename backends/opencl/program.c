@@ -100,8 +100,26 @@ static const char *source_text(const char *name) {
   return NULL;
 }
 
-/* The device's feature macros, the prelude, then the source (malloc'ed). */
-static char *program_text(const opencl_device_props *p, const char *source) {
+/* Sources whose programs open with another source's text: helpers one op
+ * family's programs share, kept out of the prelude every program gets. */
+static const struct {
+  const char *source, *opening;
+} source_openings[] = {
+    {"attention", "attention_common"},
+    {"attention_decode", "attention_common"},
+};
+
+/* The text a program of `name` opens with after the prelude, or "". */
+static const char *source_opening(const char *name) {
+  for (size_t i = 0; i < sizeof source_openings / sizeof source_openings[0]; i++)
+    if (strcmp(source_openings[i].source, name) == 0)
+      return source_text(source_openings[i].opening);
+  return "";
+}
+
+/* The device's feature macros, the prelude, the source's opening, then the
+ * source (malloc'ed). */
+static char *program_text(const opencl_device_props *p, const char *opening, const char *source) {
   char features[512];
   int n = snprintf(features, sizeof features,
                    "#define TSR_CL_DEVICE_FP16 %d\n#define TSR_CL_DEVICE_SUBGROUPS %d\n"
@@ -109,7 +127,7 @@ static char *program_text(const opencl_device_props *p, const char *source) {
                    "#define TSR_CL_DEVICE_CLASS %d\n#define TSR_CL_DEVICE_NV_SM %u\n%s",
                    p->fp16, p->subgroups, p->intel_subgroups, p->warp_size, (int)p->device_class,
                    p->nv_sm, p->fp16 ? "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" : "");
-  size_t bytes = (size_t)n + strlen(source) + 2;
+  size_t bytes = (size_t)n + strlen(opening) + strlen(source) + 3;
   for (const opencl_source_row *r = opencl_prelude_rows; r->name; r++)
     bytes += strlen(r->text) + 1;
   char *text = malloc(bytes);
@@ -124,7 +142,12 @@ static char *program_text(const opencl_device_props *p, const char *source) {
     used += length;
     text[used++] = '\n';
   }
-  size_t length = strlen(source);
+  size_t length = strlen(opening);
+  memcpy(text + used, opening, length);
+  used += length;
+  if (length)
+    text[used++] = '\n';
+  length = strlen(source);
   memcpy(text + used, source, length);
   used += length;
   text[used] = '\0';
@@ -240,10 +263,10 @@ static tsr_status build_program(opencl_device *device, const char *source, const
   const opencl_plugin *plugin = device->plugin;
   const opencl_api *cl = &plugin->cl;
   const opencl_device_props *p = device->props;
-  const char *body = source_text(source);
-  if (!body)
+  const char *body = source_text(source), *opening = source_opening(source);
+  if (!body || !opening)
     return tsr_plugin_fail(&plugin->host, TSR_ERROR_NOT_FOUND, "no OpenCL source '%s'", source);
-  char *text = program_text(p, body);
+  char *text = program_text(p, opening, body);
   if (!text)
     return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY, "out of memory for %s.cl",
                            source);

@@ -1,13 +1,33 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Queues, copies, events and launches: one in-order cl_command_queue with
  * profiling per tessera queue. Enqueue errors are returned by the call that
- * hit them; errors the device reports later come back from queue_finish. */
+ * hit them; errors the device reports later, and the faults kernels find in
+ * device-resident indices, come back from queue_finish. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/opencl_types.h"
+
 #include "opencl_internal.h"
 
-enum { STATUS_NONE = 0x7fffffff }; /* the status word when every target was valid */
+_Static_assert(TSR_CL_FAULT_COUNT == TSR_PLUGIN_FAULT_COUNT &&
+                   TSR_CL_FAULT_NONE == TSR_PLUGIN_FAULT_NONE &&
+                   TSR_CL_FAULT_CE_TARGET == TSR_PLUGIN_FAULT_CE_TARGET &&
+                   TSR_CL_FAULT_CU_SEQLENS_Q == TSR_PLUGIN_FAULT_CU_SEQLENS_Q &&
+                   TSR_CL_FAULT_CU_SEQLENS_KV == TSR_PLUGIN_FAULT_CU_SEQLENS_KV &&
+                   TSR_CL_FAULT_SEQLENS_KV == TSR_PLUGIN_FAULT_SEQLENS_KV &&
+                   TSR_CL_FAULT_BLOCK_TABLE == TSR_PLUGIN_FAULT_BLOCK_TABLE &&
+                   TSR_CL_FAULT_MAX_SEQLEN_Q == TSR_PLUGIN_FAULT_MAX_SEQLEN_Q &&
+                   TSR_CL_FAULT_MAX_SEQLEN_KV == TSR_PLUGIN_FAULT_MAX_SEQLEN_KV &&
+                   TSR_CL_FAULT_KV_SLOT == TSR_PLUGIN_FAULT_KV_SLOT,
+               "the kernels' fault kinds are plugin.h's");
+
+/* The queue's status buffer: the fault words, then one word events fill. */
+enum {
+  STATUS_FAULT_BYTES = TSR_PLUGIN_FAULT_COUNT * 4,
+  STATUS_EVENT_OFFSET = STATUS_FAULT_BYTES,
+  STATUS_BYTES = STATUS_FAULT_BYTES + 8
+};
 
 static const opencl_plugin *plugin_of(const opencl_queue *queue) {
   return queue->device->plugin;
@@ -15,6 +35,14 @@ static const opencl_plugin *plugin_of(const opencl_queue *queue) {
 
 static const opencl_api *api_of(const opencl_queue *queue) {
   return &queue->device->plugin->cl;
+}
+
+/* Every fault word back to TSR_PLUGIN_FAULT_NONE (blocking). */
+static cl_int faults_reset(const opencl_queue *queue) {
+  int32_t none[TSR_PLUGIN_FAULT_COUNT];
+  tsr_plugin_faults_clear(none);
+  return api_of(queue)->clEnqueueWriteBuffer(queue->handle, queue->status, CL_TRUE, 0, sizeof none,
+                                             none, 0, NULL, NULL);
 }
 
 tsr_status opencl_queue_create(void *handle, void **out) {
@@ -31,17 +59,16 @@ tsr_status opencl_queue_create(void *handle, void **out) {
     free(queue);
     return opencl_fail(plugin, error, "clCreateCommandQueue");
   }
-  /* Events time a 4-byte fill of this word: a real command, which every
-   * implementation profiles (not every one profiles markers). */
-  queue->status = plugin->cl.clCreateBuffer(device->context, CL_MEM_READ_WRITE, 8, NULL, &error);
+  /* Events time a 4-byte fill of the word after the faults: a real command,
+   * which every implementation profiles (not every one profiles markers). */
+  queue->status =
+      plugin->cl.clCreateBuffer(device->context, CL_MEM_READ_WRITE, STATUS_BYTES, NULL, &error);
   if (!queue->status || error != CL_SUCCESS) {
     plugin->cl.clReleaseCommandQueue(queue->handle);
     free(queue);
     return opencl_fail(plugin, error, "clCreateBuffer (queue status)");
   }
-  cl_int none = STATUS_NONE;
-  error = plugin->cl.clEnqueueWriteBuffer(queue->handle, queue->status, CL_TRUE, 0, sizeof none,
-                                          &none, 0, NULL, NULL);
+  error = faults_reset(queue);
   if (error != CL_SUCCESS) {
     plugin->cl.clReleaseMemObject(queue->status);
     plugin->cl.clReleaseCommandQueue(queue->handle);
@@ -65,8 +92,10 @@ void opencl_queue_destroy(void *handle) {
   free(queue);
 }
 
-/* Waits for the queue; a device error, or a bad cross-entropy target found
- * by a kernel, is returned here, once. */
+/* Waits for the queue; a device error, or a fault a kernel recorded (a bad
+ * cross-entropy target, attention indices, a kv_append slot), is returned
+ * here, once: the words are read only when an op that can fault was queued
+ * since the last finish, and reset after a fault. */
 tsr_status opencl_queue_finish(void *handle) {
   opencl_queue *queue = handle;
   const opencl_plugin *plugin = plugin_of(queue);
@@ -81,33 +110,33 @@ tsr_status opencl_queue_finish(void *handle) {
   if (!queue->status_armed)
     return TSR_OK;
   queue->status_armed = false;
-  cl_int bad_row = STATUS_NONE;
-  error = api_of(queue)->clEnqueueReadBuffer(queue->handle, queue->status, CL_TRUE, 0,
-                                             sizeof bad_row, &bad_row, 0, NULL, NULL);
+  int32_t words[TSR_PLUGIN_FAULT_COUNT];
+  error = api_of(queue)->clEnqueueReadBuffer(queue->handle, queue->status, CL_TRUE, 0, sizeof words,
+                                             words, 0, NULL, NULL);
   if (error != CL_SUCCESS)
     return opencl_fail(plugin, error, "clEnqueueReadBuffer (queue status)");
-  if (bad_row != STATUS_NONE) {
-    cl_int none = STATUS_NONE;
-    error = api_of(queue)->clEnqueueWriteBuffer(queue->handle, queue->status, CL_TRUE, 0,
-                                                sizeof none, &none, 0, NULL, NULL);
-    if (error != CL_SUCCESS)
-      return opencl_fail(plugin, error, "clEnqueueWriteBuffer (queue status)");
-    return tsr_plugin_fail(
-        &plugin->host, TSR_ERROR_INVALID_VALUE,
-        "cross_entropy: targets[%d] is outside [0, %lld) and is not ignore_index "
-        "(%lld); its loss is NaN",
-        (int)bad_row, (long long)queue->status_vocab, (long long)queue->status_ignore_index);
-  }
+  bool any = false;
+  for (int i = 0; i < TSR_PLUGIN_FAULT_COUNT; i++)
+    any = any || words[i] != TSR_PLUGIN_FAULT_NONE;
+  if (!any)
+    return TSR_OK;
+  error = faults_reset(queue);
+  if (error != CL_SUCCESS)
+    return opencl_fail(plugin, error, "clEnqueueWriteBuffer (queue status)");
+  return tsr_plugin_fault_report(&plugin->host, words, &queue->fault_context);
+}
+
+tsr_status opencl_queue_faults(opencl_queue *queue, cl_mem *out) {
+  queue->status_armed = true;
+  *out = queue->status;
   return TSR_OK;
 }
 
 tsr_status opencl_queue_status(opencl_queue *queue, int64_t vocab, int64_t ignore_index,
                                cl_mem *out) {
-  queue->status_armed = true;
-  queue->status_vocab = vocab;
-  queue->status_ignore_index = ignore_index;
-  *out = queue->status;
-  return TSR_OK;
+  queue->fault_context.vocab = vocab;
+  queue->fault_context.ignore_index = ignore_index;
+  return opencl_queue_faults(queue, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -240,8 +269,9 @@ tsr_status opencl_event_record(void *handle, void **out) {
     return tsr_plugin_fail(&plugin_of(queue)->host, TSR_ERROR_OUT_OF_MEMORY,
                            "out of host memory for an event");
   cl_uint pattern = 0;
-  cl_int error = api_of(queue)->clEnqueueFillBuffer(queue->handle, queue->status, &pattern,
-                                                    sizeof pattern, 4, 4, 0, NULL, &event->handle);
+  cl_int error =
+      api_of(queue)->clEnqueueFillBuffer(queue->handle, queue->status, &pattern, sizeof pattern,
+                                         STATUS_EVENT_OFFSET, 4, 0, NULL, &event->handle);
   if (error != CL_SUCCESS) {
     free(event);
     return opencl_fail(plugin_of(queue), error, "clEnqueueFillBuffer (event)");

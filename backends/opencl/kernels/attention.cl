@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Attention forward (ops_attention.c launches these), f32 math on the
- * storage dtype of the build (-DTSR_DTYPE). Semantics, as the reference's:
- * query row i sits at key position p = i + Skv - Sq (bottom-right
- * alignment); key j is seen when p - window_left <= j <= p + window_right
- * (each bound only when >= 0). A row that sees no key gets o = 0 and
- * lse = -inf. An infinite score (an infinity in q or k: the API masks no key
- * with -inf) turns NaN, so that its row's o and lse are NaN as in the
- * reference, where e^-inf = 0 would hide it. Scores are in log2 units (q is
- * scaled by scale * log2 e) so the softmax runs on exp2.
+ * storage dtype of the build (-DTSR_DTYPE); program.c opens this file with
+ * attention_common.cl (defaults, loads, scores, serving geometry). Semantics,
+ * as the reference's: query row i of a sequence with Lq rows and Lkv keys
+ * sits at key position p = i + Lkv - Lq (bottom-right alignment); key j is
+ * seen when p - window_left <= j <= p + window_right (each bound only when
+ * >= 0). A row that sees no key gets o = 0 and lse = -inf. An infinite score
+ * (an infinity in q or k: the API masks no key with -inf) turns NaN, so
+ * that its row's o and lse are NaN as in the reference, where e^-inf = 0
+ * would hide it. Scores are in log2 units (q is scaled by scale * log2 e) so
+ * the softmax runs on exp2. Few query rows against long keys (decode) have
+ * their own kernel: attention_decode.cl.
  *
  * One of two kernels is built, by the options:
  *
@@ -22,8 +25,9 @@
  *   RQ x DP/TPR columns as float4s. Head dims up to DP are zero padded;
  *   __local rows are padded by one float4 so that the work items reading
  *   different keys of one column fall in different banks. The last query
- *   tile goes first: under a causal mask it sees the most keys.
- *   With -DTSR_ATT_SPLIT=1 (few work-groups for the device: decode) the
+ *   tile goes first: under a causal mask it sees the most keys. Paged keys:
+ *   each tile's rows are looked up once into __local memory.
+ *   With -DTSR_ATT_SPLIT=1 (dense only: few work-groups for the device) the
  *   keys are cut into ranges of kv_chunk, a work-group each, which write
  *   unnormalised partial rows with their max and sum to f32 scratch;
  *   tsr_attention_combine then merges the ranges of each row.
@@ -33,111 +37,9 @@
  *   of a chunk of THREADS keys (a dot product over the whole head dim), the
  *   chunk's max and sum are group reductions, and each work item keeps CPT
  *   output columns. Head dims above THREADS * CPT take several passes over
- *   the keys, a block of columns each.
- *
- * -DTSR_ATT_VQ=1 (VK, VV, VO likewise): the tensor's head dim is contiguous
- * and a multiple of 4, so four elements go in one vector access. */
-
-#define TSR_ATT_LN2 0.6931471805599453f
-
-#ifndef TSR_ATT_VQ
-#define TSR_ATT_VQ 0
-#endif
-#ifndef TSR_ATT_VK
-#define TSR_ATT_VK 0
-#endif
-#ifndef TSR_ATT_VV
-#define TSR_ATT_VV 0
-#endif
-#ifndef TSR_ATT_VO
-#define TSR_ATT_VO 0
-#endif
-
-/* Four contiguous elements at p[i] (vload/vstore need element alignment
- * only). */
-#if TSR_DTYPE == TSR_CL_F32
-inline float4 tsr_att_vload4(const __global tsr_t *p, long i) {
-  return vload4(0, p + i);
-}
-inline void tsr_att_vstore4(__global tsr_t *p, long i, float4 x) {
-  vstore4(x, 0, p + i);
-}
-#elif TSR_DTYPE == TSR_CL_F16
-inline float4 tsr_att_vload4(const __global tsr_t *p, long i) {
-  return vload_half4(0, (const __global half *)(p + i));
-}
-inline void tsr_att_vstore4(__global tsr_t *p, long i, float4 x) {
-  vstore_half4_rte(x, 0, (__global half *)(p + i));
-}
-#else
-inline float4 tsr_att_vload4(const __global tsr_t *p, long i) {
-  return as_float4(convert_uint4(vload4(0, p + i)) << 16);
-}
-inline void tsr_att_vstore4(__global tsr_t *p, long i, float4 x) {
-  ushort4 u = (ushort4)(tsr_f32_to_bf16(x.s0), tsr_f32_to_bf16(x.s1), tsr_f32_to_bf16(x.s2),
-                        tsr_f32_to_bf16(x.s3));
-  vstore4(u, 0, p + i);
-}
-#endif
-
-/* Head-dim elements d .. d + 3 (d a multiple of 4) of the row at `base`
- * with stride `sd`, zero from `dim` on; `vec` (a build constant) takes them
- * in one access. */
-inline float4 tsr_att_load4(const __global tsr_t *p, long base, long sd, int d, int dim, int vec) {
-  if (vec)
-    return d < dim ? tsr_att_vload4(p, base + d) : (float4)(0.0f);
-  float4 x = (float4)(0.0f);
-  if (d < dim)
-    x.s0 = tsr_load(p, base + (long)d * sd);
-  if (d + 1 < dim)
-    x.s1 = tsr_load(p, base + (long)(d + 1) * sd);
-  if (d + 2 < dim)
-    x.s2 = tsr_load(p, base + (long)(d + 2) * sd);
-  if (d + 3 < dim)
-    x.s3 = tsr_load(p, base + (long)(d + 3) * sd);
-  return x;
-}
-
-inline void tsr_att_store4(__global tsr_t *p, long base, long sd, int d, int dim, int vec,
-                           float4 x) {
-  if (vec) {
-    if (d < dim)
-      tsr_att_vstore4(p, base + d, x);
-    return;
-  }
-  if (d < dim)
-    tsr_store(p, base + (long)d * sd, x.s0);
-  if (d + 1 < dim)
-    tsr_store(p, base + (long)(d + 1) * sd, x.s1);
-  if (d + 2 < dim)
-    tsr_store(p, base + (long)(d + 2) * sd, x.s2);
-  if (d + 3 < dim)
-    tsr_store(p, base + (long)(d + 3) * sd, x.s3);
-}
-
-/* Infinite scores become NaN; finite ones and NaN stay. A compare rather
- * than isinf, which compilers assuming finite math may fold away. */
-inline float tsr_att_poison_infinite(float s) {
-  return fabs(s) > MAXFLOAT ? NAN : s;
-}
-
-/* Whether key `key` is seen from position `pos` (key >= 0 always). */
-inline bool tsr_att_seen(const tsr_cl_attention_params *p, int key, int pos) {
-  return key < p->skv && (p->window_left < 0 || key >= pos - p->window_left) &&
-         (p->window_right < 0 || key <= pos + p->window_right);
-}
-
-/* lse of a row from its running max (log2 units) and sum: -inf when no key
- * was seen, NaN when the sum is. */
-inline float tsr_att_lse(float m, float l) {
-  return l == 0.0f ? -INFINITY : (m + log2(l)) * TSR_ATT_LN2;
-}
+ *   the keys, a block of columns each. */
 
 #if defined(TSR_ATT_FLASH)
-
-#ifndef TSR_ATT_SPLIT
-#define TSR_ATT_SPLIT 0
-#endif
 
 #define ATT_DP TSR_ATT_DP
 #define ATT_BQ TSR_ATT_BQ
@@ -154,15 +56,25 @@ inline float tsr_att_lse(float m, float l) {
 #error "attention flash: BQ must be a multiple of RQ, BKV and DP / 4 of TPR"
 #endif
 
-/* Rows [j0, j0 + BKV) of k or v into s_kv, zero past Skv and the head dim. */
+/* Rows [j0, j0 + BKV) of k or v into s_kv, zero past kv_len and the head
+ * dim: key j's row starts at base + j * ss, or (paged) at
+ * rows[which * BKV + j - j0], `which` 0 for k and 1 for v. */
 inline void tsr_att_stage(__local float4 *s_kv, const __global tsr_t *x, long base, long ss,
-                          long sd, int vec, int j0, const tsr_cl_attention_params *p, int tid) {
+                          __local const long *rows, int which, long sd, int vec, int j0, int kv_len,
+                          int dim, int tid) {
   for (int e = tid; e < ATT_BKV * ATT_D4; e += ATT_WG) {
     int j = e / ATT_D4, d4 = e % ATT_D4;
     int key = j0 + j;
     float4 value = (float4)(0.0f);
-    if (key < p->skv)
-      value = tsr_att_load4(x, base + (long)key * ss, sd, 4 * d4, p->dim, vec);
+#if TSR_ATT_KV == 2
+    if (key < kv_len)
+      value = tsr_att_load4(x, rows[which * ATT_BKV + j], sd, 4 * d4, dim, vec);
+#else
+    (void)rows;
+    (void)which;
+    if (key < kv_len)
+      value = tsr_att_load4(x, base + (long)key * ss, sd, 4 * d4, dim, vec);
+#endif
     s_kv[j * ATT_DQ4 + d4] = value;
   }
 }
@@ -170,10 +82,17 @@ inline void tsr_att_stage(__local float4 *s_kv, const __global tsr_t *x, long ba
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1))) void
 tsr_attention_flash(const __global tsr_t *q, const __global tsr_t *k, const __global tsr_t *v,
                     __global tsr_t *o, __global float *lse, __global float *part,
+                    TSR_ATT_INDEX_ARGS, volatile __global int *faults,
                     const tsr_cl_attention_params p) {
   __local float4 s_q[ATT_BQ * ATT_DQ4];
   __local float4 s_kv[ATT_BKV * ATT_DQ4];
   __local float s_p[ATT_BQ * ATT_BKV];
+  __local int s_flag;
+#if TSR_ATT_KV == 2
+  __local long s_rows[2 * ATT_BKV]; /* the tile's key rows in k, then in v */
+#else
+  __local const long *s_rows = 0;
+#endif
 #if TSR_ATT_SPLIT
   (void)o; /* tsr_attention_combine writes o and lse */
   (void)lse;
@@ -187,11 +106,17 @@ tsr_attention_flash(const __global tsr_t *q, const __global tsr_t *k, const __gl
   const int split = TSR_ATT_SPLIT ? (int)get_group_id(0) % p.splits : 0;
   const int tile = p.tiles - 1 - (int)get_group_id(0) / (TSR_ATT_SPLIT ? p.splits : 1);
   const int hk = (int)get_group_id(1), b = (int)get_group_id(2);
-  const int rows = p.sq * p.group; /* packed rows: row = i * group + head in group */
   const int row0 = tile * ATT_BQ;
-  const int shift = p.skv - p.sq;
-  const long k_base = p.k_first + b * p.k_sb + hk * p.k_sh;
-  const long v_base = p.v_first + b * p.v_sb + hk * p.v_sh;
+  const tsr_att_seq seq = tsr_att_sequence(TSR_ATT_INDEX, &p, b, &s_flag, tid, ATT_WG);
+  if (seq.fault >= 0) {
+    tsr_att_fault(o, lse, faults, &p, &seq, b, hk, row0, ATT_BQ, tid, ATT_WG);
+    return;
+  }
+  const int rows = seq.q_len * p.group; /* packed rows: row = i * group + head in group */
+  if (row0 >= rows)
+    return;
+  const int shift = seq.kv_len - seq.q_len;
+  const long2 kv_base = tsr_att_key_rows(bt, &p, &seq, b, hk, 0);
 
   for (int e = tid; e < ATT_BQ * ATT_D4; e += ATT_WG) {
     int r = e / ATT_D4, d4 = e % ATT_D4;
@@ -199,8 +124,8 @@ tsr_attention_flash(const __global tsr_t *q, const __global tsr_t *k, const __gl
     float4 x = (float4)(0.0f);
     if (row < rows) {
       int i = row / p.group, h = hk * p.group + row % p.group;
-      long base = p.q_first + b * p.q_sb + (long)i * p.q_ss + (long)h * p.q_sh;
-      x = tsr_att_load4(q, base, p.q_sd, 4 * d4, p.dim, TSR_ATT_VQ) * p.scale_log2;
+      x = tsr_att_load4(q, TSR_ATT_Q_ROW(p, q, seq, b, i, h), p.q_sd, 4 * d4, p.dim, TSR_ATT_VQ) *
+          p.scale_log2;
     }
     s_q[r * ATT_DQ4 + d4] = x;
   }
@@ -208,7 +133,7 @@ tsr_attention_flash(const __global tsr_t *q, const __global tsr_t *k, const __gl
   /* The keys any row of the tile sees. */
   const int pos_first = row0 / p.group + shift;
   const int pos_last = (min(row0 + ATT_BQ, rows) - 1) / p.group + shift;
-  int lo = 0, hi = p.skv - 1;
+  int lo = 0, hi = seq.kv_len - 1;
   if (p.window_left >= 0)
     lo = max(lo, pos_first - p.window_left);
   if (p.window_right >= 0)
@@ -232,7 +157,17 @@ tsr_attention_flash(const __global tsr_t *q, const __global tsr_t *k, const __gl
 
   for (int j0 = lo / ATT_BKV * ATT_BKV; j0 <= hi; j0 += ATT_BKV) {
     barrier(CLK_LOCAL_MEM_FENCE); /* the last tile's V reads (and the q stores) are done */
-    tsr_att_stage(s_kv, k, k_base, p.k_ss, p.k_sd, TSR_ATT_VK, j0, &p, tid);
+#if TSR_ATT_KV == 2
+    for (int j = tid; j < ATT_BKV; j += ATT_WG)
+      if (j0 + j < seq.kv_len) {
+        long2 at = tsr_att_key_rows(bt, &p, &seq, b, hk, j0 + j);
+        s_rows[j] = at.x;
+        s_rows[ATT_BKV + j] = at.y;
+      }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    tsr_att_stage(s_kv, k, kv_base.x, p.k_ss, s_rows, 0, p.k_sd, TSR_ATT_VK, j0, seq.kv_len, p.dim,
+                  tid);
     barrier(CLK_LOCAL_MEM_FENCE);
 
     float sc[ATT_RQ][ATT_KPT];
@@ -253,7 +188,7 @@ tsr_attention_flash(const __global tsr_t *q, const __global tsr_t *k, const __gl
       for (int t = 0; t < ATT_KPT; t++) {
         int j = lane + t * ATT_TPR;
         s_p[(r0 + i) * ATT_BKV + j] =
-            tsr_att_seen(&p, j0 + j, pos[i]) ? tsr_att_poison_infinite(sc[i][t]) : -INFINITY;
+            tsr_att_seen(&p, j0 + j, pos[i], seq.kv_len) ? tsr_att_score(&p, sc[i][t]) : -INFINITY;
       }
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -274,7 +209,8 @@ tsr_attention_flash(const __global tsr_t *q, const __global tsr_t *k, const __gl
         float s = s_p[at];
         s_p[at] = s == -INFINITY ? 0.0f : exp2(s - m_new[i]);
       }
-    tsr_att_stage(s_kv, v, v_base, p.v_ss, p.v_sd, TSR_ATT_VV, j0, &p, tid);
+    tsr_att_stage(s_kv, v, kv_base.y, p.v_ss, s_rows, 1, p.v_sd, TSR_ATT_VV, j0, seq.kv_len, p.dim,
+                  tid);
     barrier(CLK_LOCAL_MEM_FENCE);
 
     for (int i = 0; i < ATT_RQ; i++) {
@@ -329,21 +265,21 @@ tsr_attention_flash(const __global tsr_t *q, const __global tsr_t *k, const __gl
 #else
     /* l = 0: no key seen, o = 0; a NaN l stays NaN */
     float inv = l[i] == 0.0f ? 0.0f : 1.0f / l[i];
-    long o_base = p.o_first + b * p.o_sb + (long)qi * p.o_ss + (long)h * p.o_sh;
+    long o_base = TSR_ATT_Q_ROW(p, o, seq, b, qi, h);
     for (int c = 0; c < ATT_CPT4; c++) {
       float4 x = l[i] == 0.0f ? (float4)(0.0f) : acc[i][c] * inv;
       tsr_att_store4(o, o_base, p.o_sd, 4 * (lane + c * ATT_TPR), p.dim, TSR_ATT_VO, x);
     }
     if ((p.flags & TSR_CL_ATTENTION_LSE) && lane == 0)
-      lse[p.lse_first + b * p.lse_sb + h * p.lse_sh + (long)qi * p.lse_ss] =
-          tsr_att_lse(m[i], l[i]);
+      lse[TSR_ATT_LSE_AT(p, seq, b, qi, h)] = tsr_att_lse(m[i], l[i]);
 #endif
   }
 }
 
 #if TSR_ATT_SPLIT
 /* Merges the key ranges of each row (a work-group of 64 per row of
- * B * Hq * Sq): weights 2^(m_s - max) on each range's sum and output. */
+ * B * Hq * Sq): weights 2^(m_s - max) on each range's sum and output.
+ * Dense problems only. */
 __kernel __attribute__((reqd_work_group_size(64, 1, 1))) void
 tsr_attention_combine(__global tsr_t *o, __global float *lse, const __global float *part,
                       const tsr_cl_attention_params p) {
@@ -395,23 +331,37 @@ tsr_attention_combine(__global tsr_t *o, __global float *lse, const __global flo
 __kernel __attribute__((reqd_work_group_size(ATT_T, 1, 1))) void
 tsr_attention_generic(const __global tsr_t *q, const __global tsr_t *k, const __global tsr_t *v,
                       __global tsr_t *o, __global float *lse, __global float *part,
+                      TSR_ATT_INDEX_ARGS, volatile __global int *faults,
                       const tsr_cl_attention_params p) {
   (void)part; /* the flash kernel's split scratch: unused here */
   __local float s_reduce[ATT_T];
   __local float s_p[ATT_T];
+  __local int s_flag;
+#if TSR_ATT_KV == 2
+  __local long s_vrow[ATT_T]; /* the chunk's value rows */
+#endif
 
   const int tid = (int)get_local_id(0);
   const int i = (int)get_group_id(0), h = (int)get_group_id(1), b = (int)get_group_id(2);
   const int hk = h / p.group;
-  const long q_base = p.q_first + b * p.q_sb + (long)i * p.q_ss + (long)h * p.q_sh;
-  const long k_base = p.k_first + b * p.k_sb + (long)hk * p.k_sh;
-  const long v_base = p.v_first + b * p.v_sb + (long)hk * p.v_sh;
-  const long o_base = p.o_first + b * p.o_sb + (long)i * p.o_ss + (long)h * p.o_sh;
-  const int pos = i + p.skv - p.sq;
+  const tsr_att_seq seq = tsr_att_sequence(TSR_ATT_INDEX, &p, b, &s_flag, tid, ATT_T);
+  if (seq.fault >= 0) {
+    if (tid == 0)
+      atomic_min(&faults[seq.fault], b);
+    if (seq.located && i < min(seq.q_len, p.sq))
+      tsr_att_nan_row(o, lse, &p, &seq, b, i, h, tid, ATT_T);
+    return;
+  }
+  if (i >= seq.q_len)
+    return;
+  const long q_base = TSR_ATT_Q_ROW(p, q, seq, b, i, h);
+  const long o_base = TSR_ATT_Q_ROW(p, o, seq, b, i, h);
+  const long2 kv_base = tsr_att_key_rows(bt, &p, &seq, b, hk, 0);
+  const int pos = i + seq.kv_len - seq.q_len;
   const int dim = p.dim;
 
   /* this row's keys: [lo, hi] */
-  int lo = 0, hi = p.skv - 1;
+  int lo = 0, hi = seq.kv_len - 1;
   if (p.window_left >= 0)
     lo = max(lo, pos - p.window_left);
   if (p.window_right >= 0)
@@ -427,12 +377,18 @@ tsr_attention_generic(const __global tsr_t *q, const __global tsr_t *k, const __
       int key = j0 + tid;
       float s = -INFINITY;
       if (key <= hi) {
-        long k_row = k_base + (long)key * p.k_ss;
+#if TSR_ATT_KV == 2
+        long2 rows = tsr_att_key_rows(bt, &p, &seq, b, hk, key);
+        long k_row = rows.x;
+        s_vrow[tid] = rows.y;
+#else
+        long k_row = kv_base.x + (long)key * p.k_ss;
+#endif
         float dotp = 0.0f;
         for (int d = 0; d < dim; d++)
           dotp = mad(tsr_load(q, q_base + (long)d * p.q_sd), tsr_load(k, k_row + (long)d * p.k_sd),
                      dotp);
-        s = tsr_att_poison_infinite(dotp * p.scale_log2);
+        s = tsr_att_score(&p, dotp * p.scale_log2);
       }
       /* fmax skips NaN (see the flash kernel) */
       float m_new = fmax(m, tsr_group_max(s, s_reduce, ATT_T));
@@ -447,9 +403,14 @@ tsr_attention_generic(const __global tsr_t *q, const __global tsr_t *k, const __
         int d = c0 + tid + c * ATT_T;
         float a = acc[c] * corr;
         if (d < dim) {
-          long v_col = v_base + (long)j0 * p.v_ss + (long)d * p.v_sd;
+#if TSR_ATT_KV == 2
+          for (int j = 0; j < count; j++)
+            a = mad(s_p[j], tsr_load(v, s_vrow[j] + (long)d * p.v_sd), a);
+#else
+          long v_col = kv_base.y + (long)j0 * p.v_ss + (long)d * p.v_sd;
           for (int j = 0; j < count; j++)
             a = mad(s_p[j], tsr_load(v, v_col + (long)j * p.v_ss), a);
+#endif
         }
         acc[c] = a;
       }
@@ -462,7 +423,7 @@ tsr_attention_generic(const __global tsr_t *q, const __global tsr_t *k, const __
         tsr_store(o, o_base + (long)d * p.o_sd, l == 0.0f ? 0.0f : acc[c] * inv);
     }
     if (c0 == 0 && tid == 0 && (p.flags & TSR_CL_ATTENTION_LSE))
-      lse[p.lse_first + b * p.lse_sb + h * p.lse_sh + (long)i * p.lse_ss] = tsr_att_lse(m, l);
+      lse[TSR_ATT_LSE_AT(p, seq, b, i, h)] = tsr_att_lse(m, l);
   }
 }
 

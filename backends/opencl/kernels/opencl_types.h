@@ -26,4 +26,19 @@ typedef float tsr_cl_f32;
 #define TSR_CL_BF16 3
 #define TSR_CL_I32 4
 
+/* Device faults: each queue's block of TSR_CL_FAULT_COUNT int32 words, word
+ * k the smallest index at fault of kind k (atomic_min), TSR_CL_FAULT_NONE
+ * when none; the kinds are plugin.h's TSR_PLUGIN_FAULT_* (queue.c reports
+ * them at queue_finish). */
+#define TSR_CL_FAULT_CE_TARGET 0
+#define TSR_CL_FAULT_CU_SEQLENS_Q 1
+#define TSR_CL_FAULT_CU_SEQLENS_KV 2
+#define TSR_CL_FAULT_SEQLENS_KV 3
+#define TSR_CL_FAULT_BLOCK_TABLE 4
+#define TSR_CL_FAULT_MAX_SEQLEN_Q 5
+#define TSR_CL_FAULT_MAX_SEQLEN_KV 6
+#define TSR_CL_FAULT_KV_SLOT 7
+#define TSR_CL_FAULT_COUNT 8
+#define TSR_CL_FAULT_NONE 0x7fffffff
+
 #endif /* TESSERA_OPENCL_TYPES_H */

@@ -732,8 +732,9 @@ inline void entropy_online(float *m, float *s, bool *bad, float v) {
 /* Cross entropy per row of logits [rows, n]: lse = log(sum(exp(x))) in one
  * online pass, loss = lse - x[target]; loss 0 where target is ignore_index;
  * a target outside [0, n) gives NaN and its row (the smallest such, rows
- * past INT_MAX - 1 reported as INT_MAX - 1) in the queue's status word,
- * which queue_finish reports. TSR_ITEMS is 0 for this kernel. */
+ * past INT_MAX - 1 reported as INT_MAX - 1) in the queue's fault word
+ * TSR_CL_FAULT_CE_TARGET, which queue_finish reports. TSR_ITEMS is 0 for
+ * this kernel. */
 __kernel __attribute__((reqd_work_group_size(TSR_THREADS, 1, 1))) void
 tsr_cross_entropy(const __global tsr_t *x, const __global int *targets, __global float *loss,
                   __global float *lse, volatile __global int *status,
@@ -770,7 +771,7 @@ tsr_cross_entropy(const __global tsr_t *x, const __global int *targets, __global
         value = 0.0f;
       } else if (target < 0 || target >= p.n) {
         value = ROWS_NAN;
-        atomic_min(status, (int)min(r, (long)INT_MAX - 1));
+        atomic_min(&status[TSR_CL_FAULT_CE_TARGET], (int)min(r, (long)INT_MAX - 1));
       } else {
         value = row_lse - tsr_load(x, bx + target * p.x.inner);
       }
