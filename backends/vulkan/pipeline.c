@@ -189,7 +189,8 @@ tsr_status vulkan_pipeline_get_code(vulkan_device *device, const vulkan_shader_b
   pthread_mutex_lock(&device->pipeline_lock);
   for (vulkan_pipeline_entry *e = device->pipelines; e; e = e->next) {
     if (e->n_spec == n_spec && e->subgroup == required_subgroup_size &&
-        strcmp(e->name, name) == 0 && memcmp(e->spec, spec, n_spec * sizeof *spec) == 0) {
+        strcmp(e->name, name) == 0 &&
+        (n_spec == 0 || memcmp(e->spec, spec, n_spec * sizeof *spec) == 0)) {
       *out = &e->pipeline;
       pthread_mutex_unlock(&device->pipeline_lock);
       return TSR_OK;
