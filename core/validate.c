@@ -312,11 +312,15 @@ static tsr_status validate_attention(checker *ck, const void *raw, tsr__op_args 
   } else if (packed_kv) {
     kv_capacity = desc->k.shape[0];
   } else {
-    TRY(ck_require_extent(ck, k, 0, q, 0)); /* B */
+    if (!packed_q)
+      TRY(ck_require_extent(ck, k, 0, q, 0)); /* B */
+    else if (desc->k.shape[0] != batch)
+      return tsr__fail(TSR_ERROR_SHAPE_MISMATCH, ck->call,
+                       "k.shape[0] = %" PRId64 " but cu_seqlens_q gives B = %" PRId64
+                       " sequences (dense keys hold one row of keys a sequence)",
+                       desc->k.shape[0], batch);
     kv_capacity = desc->k.shape[1];
   }
-  if (!packed_q && !packed_kv && !paged && batch != desc->k.shape[0])
-    TRY(ck_require_extent(ck, k, 0, q, 0));
   const int64_t q_capacity = packed_q ? desc->q.shape[0] : desc->q.shape[1];
   if ((packed_q || packed_kv || paged) && (q_capacity > INT32_MAX || kv_capacity > INT32_MAX))
     return tsr__fail(TSR_ERROR_INVALID_VALUE, ck->call,

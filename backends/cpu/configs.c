@@ -165,15 +165,44 @@ static const cpu_gemm_config *find_gemm_config(cpu_isa family, int method) {
 /* Attention, row and elementwise variants                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Flash tiles (kernels/attention.c) for prefill, and split-KV decode
+ * (kernels/attention_decode.c) for few query rows against long keys, with
+ * several chunk policies for `tessera tune`. */
 static const cpu_attention_config attention_configs[] = {
-    {"cpu_attention_bq32_bkv64", "query tile 32 rows x key tile 64 rows, online softmax in f32", 32,
-     64},
+    {"cpu_attention_bq32_bkv64", "query tile 32 rows x key tile 64 rows, online softmax in f32",
+     CPU_ATTENTION_TILES, 32, 64, 0},
     {"cpu_attention_bq64_bkv128", "query tile 64 rows x key tile 128 rows, online softmax in f32",
-     64, 128},
+     CPU_ATTENTION_TILES, 64, 128, 0},
+    {"cpu_attention_decode_split_auto",
+     "split-KV decode: items (sequence, <= 16 positions x all heads, key chunk), GQA groups "
+     "scored together, chunks from the key lengths; partials combined",
+     CPU_ATTENTION_DECODE, 0, 0, CPU_DECODE_CHUNK_AUTO},
+    {"cpu_attention_decode_split_none",
+     "split-KV decode without the split: one item per (sequence, <= 16 positions x all heads) "
+     "over all its keys; no combine pass",
+     CPU_ATTENTION_DECODE, 0, 0, CPU_DECODE_CHUNK_WHOLE},
+    {"cpu_attention_decode_split_kv512",
+     "split-KV decode with key chunks of 512: items (sequence, <= 16 positions x all heads, "
+     "512 keys), partials combined",
+     CPU_ATTENTION_DECODE, 0, 0, 512},
+    {"cpu_attention_decode_split_kv2048",
+     "split-KV decode with key chunks of 2048: items (sequence, <= 16 positions x all heads, "
+     "2048 keys), partials combined",
+     CPU_ATTENTION_DECODE, 0, 0, 2048},
 };
-enum { ATTENTION_SMALL, ATTENTION_LARGE };
+enum { ATTENTION_SMALL, ATTENTION_LARGE, ATTENTION_DECODE };
 /* The small tiles up to these sequence lengths (queries, or keys). */
 enum { ATTENTION_SMALL_MAX_Q = 32, ATTENTION_SMALL_MAX_KV = 256 };
+/* Split-KV decode for at most this many query rows per sequence (with the
+ * GQA group, up to 16 x group rows share each key row read) against at least
+ * this many keys: reading K and V is the cost there, and the tile kernel's
+ * GEMM blocks would run mostly empty. */
+enum { ATTENTION_DECODE_MAX_Q = 16, ATTENTION_DECODE_MIN_KV = 128 };
+
+/* kv_append has one variant. */
+static const cpu_simple_config kv_append_configs[] = {
+    {"cpu_kv_append", "rows copied into their slots, split over the thread pool by slot (each "
+                      "slot written by one thread, rows in order)"}};
 
 /* Row ops and elementwise ops have one variant each: the row-parallel kernel. */
 static const cpu_simple_config rows_configs[] = {
@@ -201,6 +230,7 @@ static const op_table op_tables[] = {
     {"rope", TSR_OP_ROPE, ROWS(elementwise_configs)},
     {"swiglu", TSR_OP_SWIGLU, ROWS(elementwise_configs)},
     {"gelu", TSR_OP_GELU, ROWS(elementwise_configs)},
+    {"kv_append", TSR_OP_KV_APPEND, ROWS(kv_append_configs)},
 };
 #undef ROWS
 
@@ -328,16 +358,36 @@ static const cpu_gemm_config *grouped_heuristic(const tsr_grouped_gemm_args *arg
   return find_gemm_config(family, CPU_GEMM_AUTO);
 }
 
+/* The longest query and key sequences the problem can have: the resolved
+ * bounds of a serving problem, the dense extents otherwise (and from a core
+ * that predates the bounds). */
+static void attention_bounds(const tsr_attention_args *args, int64_t *max_q, int64_t *max_kv) {
+  if (args->struct_size >= sizeof *args && args->max_seqlen_q > 0) {
+    *max_q = args->max_seqlen_q;
+    *max_kv = args->max_seqlen_kv;
+  } else {
+    *max_q = args->q.shape[1];
+    *max_kv = args->k.shape[1];
+  }
+}
+
 static int attention_heuristic(const tsr_attention_args *args, char *reason, size_t capacity) {
-  int64_t q_len = args->q.shape[1], kv_len = args->k.shape[1];
-  int pick = q_len <= ATTENTION_SMALL_MAX_Q || kv_len <= ATTENTION_SMALL_MAX_KV ? ATTENTION_SMALL
-                                                                                : ATTENTION_LARGE;
+  int64_t q_len, kv_len;
+  attention_bounds(args, &q_len, &kv_len);
+  int pick = q_len <= ATTENTION_DECODE_MAX_Q && kv_len >= ATTENTION_DECODE_MIN_KV ? ATTENTION_DECODE
+             : q_len <= ATTENTION_SMALL_MAX_Q || kv_len <= ATTENTION_SMALL_MAX_KV ? ATTENTION_SMALL
+                                                                                  : ATTENTION_LARGE;
   if (reason)
-    snprintf(reason, capacity,
-             pick == ATTENTION_SMALL
-                 ? "Sq = %lld, Skv = %lld: short sequences, small tiles keep every thread busy"
-                 : "Sq = %lld, Skv = %lld: long sequences, large tiles reuse each key tile longer",
-             (long long)q_len, (long long)kv_len);
+    snprintf(
+        reason, capacity,
+        pick == ATTENTION_DECODE
+            ? "Sq up to %lld, Skv up to %lld: few query rows against long keys, reading K and V is "
+              "the cost; split-KV decode, key chunks from the run-time lengths"
+        : pick == ATTENTION_SMALL
+            ? "Sq up to %lld, Skv up to %lld: short sequences, small tiles keep every thread busy"
+            : "Sq up to %lld, Skv up to %lld: long sequences, large tiles reuse each key tile "
+              "longer",
+        (long long)q_len, (long long)kv_len);
   return pick;
 }
 

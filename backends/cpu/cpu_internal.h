@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tessera/plugin.h"
+#include "tessera/plugin_helper.h"
 
 /* ---- memory ---- */
 
@@ -49,12 +49,36 @@ void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_f
                            void *context);
 
 /* What a kernel runs with. A kernel that fails writes a sentence into `error`
- * (the plugin reports it to the caller) and returns the status. */
+ * (the plugin reports it to the caller) and returns the status. A fault in
+ * device data (a cross-entropy target, attention offsets or block tables, a
+ * kv_append slot) is no failure of the kernel: it records the smallest index
+ * at fault of its kind in the queue's `faults` (cpu_fault_record), carries
+ * on with the rest, and tsr_queue_finish reports it (tsr_plugin_fault_report). */
 typedef struct cpu_exec {
   cpu_pool *pool;
   char *error;
   size_t error_capacity;
+  int32_t *faults; /* TSR_PLUGIN_FAULT_COUNT words of the queue; NULL: none kept */
+  tsr_plugin_fault_context *fault_context;
 } cpu_exec;
+
+/* Records a fault of `kind` at `index`: an atomic min into the queue's word
+ * (the pool's threads may record at once). Returns whether `index` is now
+ * the smallest of its kind, so that the caller can keep the context that
+ * goes with it. */
+static inline bool cpu_fault_record(const cpu_exec *exec, int kind, int64_t index) {
+  if (!exec->faults || kind < 0 || kind >= TSR_PLUGIN_FAULT_COUNT)
+    return false;
+  /* NONE is INT32_MAX: indices at or past it are kept just below */
+  int32_t value = index >= TSR_PLUGIN_FAULT_NONE ? TSR_PLUGIN_FAULT_NONE - 1 : (int32_t)index;
+  int32_t seen = __atomic_load_n(&exec->faults[kind], __ATOMIC_RELAXED);
+  while (value < seen) {
+    if (__atomic_compare_exchange_n(&exec->faults[kind], &seen, value, true, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+      return true;
+  }
+  return value == seen;
+}
 
 /* ---- kernel configs (configs.c) ---- */
 
@@ -80,11 +104,16 @@ typedef struct cpu_gemm_config {
 
 /* Attention: tiles of queries and keys, online softmax. Every config row
  * starts with its name and description (configs.c lists them as they are). */
+enum { CPU_ATTENTION_TILES = 0, CPU_ATTENTION_DECODE = 1 };
+/* The decode method's chunk: keys per work item, or one of these. */
+enum { CPU_DECODE_CHUNK_AUTO = 0, CPU_DECODE_CHUNK_WHOLE = -1 };
 typedef struct cpu_attention_config {
   const char *name;
   const char *description;
-  int block_q;
-  int block_kv;
+  int method;   /* CPU_ATTENTION_TILES (flash tiles) or CPU_ATTENTION_DECODE (split-KV) */
+  int block_q;  /* tiles: query rows per task */
+  int block_kv; /* tiles: keys per tile */
+  int chunk;    /* decode: keys per work item (CPU_DECODE_CHUNK_*: from the lengths, none) */
 } cpu_attention_config;
 
 /* Row ops (norms, softmax, cross entropy) and elementwise ops have one
@@ -105,6 +134,7 @@ tsr_status cpu_rope_run(const cpu_exec *exec, const tsr_rope_args *args);
 tsr_status cpu_swiglu_run(const cpu_exec *exec, const tsr_swiglu_args *args);
 tsr_status cpu_gelu_run(const cpu_exec *exec, const tsr_gelu_args *args);
 tsr_status cpu_cross_entropy_run(const cpu_exec *exec, const tsr_cross_entropy_args *args);
+tsr_status cpu_kv_append_run(const cpu_exec *exec, const tsr_kv_append_args *args);
 
 /* A small dense product with the GEMM's own micro-kernels, for kernels that
  * multiply tiles (attention's q k^T and p v):

@@ -84,6 +84,11 @@ typedef struct cpu_queue {
   bool stopping;
   tsr_status error; /* first failure since the last finish */
   char error_message[TSR_PLUGIN_MESSAGE_CAPACITY];
+  /* Faults in device data since the last finish (cpu_fault_record): written
+   * by the worker and the pool while ops run, read and reset by finish once
+   * the queue is idle. */
+  int32_t faults[TSR_PLUGIN_FAULT_COUNT];
+  tsr_plugin_fault_context fault_context;
 } cpu_queue;
 
 /* ---- device.c ---- */
@@ -138,7 +143,8 @@ tsr_status cpu_op_select(void *handle, tsr_op op, const void *args, const char *
                          tsr_plugin_selection *out);
 tsr_status cpu_op_run(void *handle, tsr_op op, const void *args, const void *config);
 /* Runs a COMMAND_OP's kernel on the queue's worker; a failure writes its
- * sentence into `message`. */
-tsr_status cpu_run_op(cpu_device *device, command *c, char *message, size_t capacity);
+ * sentence into `message`, a fault in device data lands in the queue's
+ * fault words. */
+tsr_status cpu_run_op(cpu_queue *queue, command *c, char *message, size_t capacity);
 
 #endif /* TESSERA_CPU_PLUGIN_H */

@@ -13,8 +13,8 @@ static tsr_status unknown_op(const cpu_plugin *plugin, tsr_op op) {
                          (int)op);
 }
 
-tsr_status cpu_run_op(cpu_device *device, command *c, char *message, size_t capacity) {
-  cpu_exec exec = {device->pool, message, capacity};
+tsr_status cpu_run_op(cpu_queue *queue, command *c, char *message, size_t capacity) {
+  cpu_exec exec = {queue->device->pool, message, capacity, queue->faults, &queue->fault_context};
   switch (c->op) {
   case TSR_OP_GEMM:
     return cpu_gemm_run(&exec, &c->args.gemm, c->config);
@@ -36,6 +36,8 @@ tsr_status cpu_run_op(cpu_device *device, command *c, char *message, size_t capa
     return cpu_gelu_run(&exec, &c->args.gelu);
   case TSR_OP_CROSS_ENTROPY:
     return cpu_cross_entropy_run(&exec, &c->args.cross_entropy);
+  case TSR_OP_KV_APPEND:
+    return cpu_kv_append_run(&exec, &c->args.kv_append);
   default:
     snprintf(message, capacity, "op %d is unknown", (int)c->op);
     return TSR_ERROR_UNSUPPORTED;
@@ -69,6 +71,8 @@ static const tsr_plugin_tensor *op_data_tensor(tsr_op op, const void *args) {
     return &((const tsr_gelu_args *)args)->x;
   case TSR_OP_CROSS_ENTROPY:
     return &((const tsr_cross_entropy_args *)args)->logits;
+  case TSR_OP_KV_APPEND:
+    return &((const tsr_kv_append_args *)args)->k_new;
   default:
     return NULL;
   }
@@ -91,6 +95,7 @@ static op_tensor_list op_tensors(tsr_op op, const void *args) {
   static const char *const x_y[] = {"x", "y"};
   static const char *const swiglu[] = {"gate", "up", "y"};
   static const char *const cross_entropy[] = {"logits", "targets", "loss", "lse"};
+  static const char *const kv_append[] = {"k_new", "v_new", "k_cache", "v_cache", "slots"};
   switch (op) {
   case TSR_OP_GEMM:
     return (op_tensor_list){&((const tsr_gemm_args *)args)->a, 5, gemm};
@@ -112,6 +117,8 @@ static op_tensor_list op_tensors(tsr_op op, const void *args) {
     return (op_tensor_list){&((const tsr_gelu_args *)args)->x, 2, x_y};
   case TSR_OP_CROSS_ENTROPY:
     return (op_tensor_list){&((const tsr_cross_entropy_args *)args)->logits, 4, cross_entropy};
+  case TSR_OP_KV_APPEND:
+    return (op_tensor_list){&((const tsr_kv_append_args *)args)->k_new, 5, kv_append};
   default:
     return (op_tensor_list){NULL, 0, NULL};
   }
@@ -126,8 +133,7 @@ static size_t element_bytes(int32_t dtype) {
  * multiple of its size. The core checks that offsets are; only wrapped
  * memory can start at an address that is not (an allocation is 64-byte
  * aligned). TSR_ERROR_INVALID_VALUE naming the tensor otherwise. */
-static tsr_status check_alignment(const cpu_plugin *plugin, tsr_op op, const void *args) {
-  op_tensor_list list = op_tensors(op, args);
+static tsr_status check_list_alignment(const cpu_plugin *plugin, tsr_op op, op_tensor_list list) {
   for (int i = 0; i < list.count; i++) {
     const tsr_plugin_tensor *t = &list.first[i];
     if (!t->buffer)
@@ -143,6 +149,18 @@ static tsr_status check_alignment(const cpu_plugin *plugin, tsr_op op, const voi
                              (unsigned long long)t->offset, tsr_plugin_dtype_name(t->dtype), size);
   }
   return TSR_OK;
+}
+
+static tsr_status check_alignment(const cpu_plugin *plugin, tsr_op op, const void *args) {
+  tsr_status status = check_list_alignment(plugin, op, op_tensors(op, args));
+  /* attention's serving index tensors (i32, read as int32_t) follow later */
+  const tsr_attention_args *a = args;
+  if (status == TSR_OK && op == TSR_OP_ATTENTION && a->struct_size >= sizeof *a) {
+    static const char *const index_names[] = {"cu_seqlens_q", "cu_seqlens_kv", "block_table",
+                                              "seqlens_kv"};
+    status = check_list_alignment(plugin, op, (op_tensor_list){&a->cu_seqlens_q, 4, index_names});
+  }
+  return status;
 }
 
 tsr_status cpu_op_supported(void *handle, tsr_op op, const void *args) {

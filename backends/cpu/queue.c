@@ -32,7 +32,7 @@ static void execute_command(cpu_queue *queue, command *c) {
   message[0] = '\0';
   switch (c->kind) {
   case COMMAND_OP:
-    status = cpu_run_op(queue->device, c, message, sizeof message);
+    status = cpu_run_op(queue, c, message, sizeof message);
     if (status != TSR_OK && message[0] == '\0')
       snprintf(message, sizeof message, "%s failed with status %d", tsr_plugin_op_name(c->op),
                (int)status);
@@ -148,6 +148,7 @@ tsr_status cpu_queue_create(void *handle, void **out) {
     return tsr_plugin_fail(&device->plugin->host, TSR_ERROR_OUT_OF_MEMORY,
                            "cannot allocate a queue");
   queue->device = device;
+  tsr_plugin_faults_clear(queue->faults);
   atomic_init(&queue->queued, 0);
   pthread_mutex_init(&queue->lock, NULL);
   pthread_cond_init(&queue->work_added, NULL);
@@ -193,6 +194,9 @@ void cpu_queue_destroy(void *handle) {
   free(queue);
 }
 
+/* A failure of a kernel comes first; then the first fault in device data
+ * (tsr_plugin_fault_report's sentence, the one every plugin gives). Both are
+ * reset, so each is reported once. */
 tsr_status cpu_queue_finish(void *handle) {
   cpu_queue *queue = handle;
   cpu_wait_idle(queue);
@@ -203,9 +207,21 @@ tsr_status cpu_queue_finish(void *handle) {
     memcpy(message, queue->error_message, sizeof message);
   queue->error = TSR_OK;
   queue->error_message[0] = '\0';
+  /* idle: no kernel writes the words now (wait_idle's lock orders them) */
+  int32_t faults[TSR_PLUGIN_FAULT_COUNT];
+  bool faulted = false;
+  for (int i = 0; i < TSR_PLUGIN_FAULT_COUNT; i++) {
+    faults[i] = queue->faults[i];
+    faulted |= faults[i] != TSR_PLUGIN_FAULT_NONE;
+  }
+  tsr_plugin_fault_context context = queue->fault_context;
+  if (faulted)
+    tsr_plugin_faults_clear(queue->faults);
   pthread_mutex_unlock(&queue->lock);
   if (status != TSR_OK)
     return tsr_plugin_fail(&queue->device->plugin->host, status, "%s", message);
+  if (faulted)
+    return tsr_plugin_fault_report(&queue->device->plugin->host, faults, &context);
   return TSR_OK;
 }
 

@@ -100,7 +100,31 @@ TARGET_AVX2 static void transpose_avx2(float *dst, int64_t dst_ld, const float *
   transpose_generic(dst + j0, dst_ld, src + j0 * src_ld, src_ld, keys - j0, dim);
 }
 
+/* cap * tanh(s / cap) as in attention_avx512.c; scores that are not
+ * finite (|s| not below inf, or unordered) become NaN. */
+TARGET_AVX2 static void softcap_rows_avx2(float *s, int64_t ld, int64_t rows, int64_t keys,
+                                          float cap) {
+  const __m256 inverse = _mm256_set1_ps(1.0f / cap), factor = _mm256_set1_ps(cap);
+  const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f), nan = _mm256_set1_ps(NAN);
+  const __m256 inf = _mm256_set1_ps(INFINITY);
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = s + r * ld;
+    for (int64_t j = 0; j < keys; j += 8) {
+      __m256i m = lanes_avx2(keys - j);
+      __m256 x = _mm256_maskload_ps(row + j, m);
+      __m256 y = _mm256_mul_ps(x, inverse);
+      __m256 magnitude = _mm256_andnot_ps(sign, y);
+      __m256 e = exp_avx2(_mm256_add_ps(magnitude, magnitude));
+      __m256 t = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(e, one)));
+      t = _mm256_mul_ps(_mm256_or_ps(t, _mm256_and_ps(sign, y)), factor);
+      __m256 finite = _mm256_cmp_ps(_mm256_andnot_ps(sign, x), inf, _CMP_LT_OQ);
+      _mm256_maskstore_ps(row + j, m, _mm256_blendv_ps(nan, t, finite));
+    }
+  }
+}
+
 const attention_kernels cpu_attention_kernels_avx2 = {softmax_rows_avx2, rescale_rows_avx2,
-                                                      transpose_avx2};
+                                                      transpose_avx2, softcap_rows_avx2};
 
 #endif /* CPU_KERNELS_HAVE_AVX2 */

@@ -98,7 +98,32 @@ TARGET_AVX512 static void transpose_avx512(float *dst, int64_t dst_ld, const flo
   }
 }
 
+/* cap * tanh(s / cap) with tanh(y) = sign(y) (1 - 2 / (e^(2|y|) + 1)): e^x
+ * to inf for large |y| gives +-1; near 0 the absolute error is an ulp of 1,
+ * which the factor cap keeps far below the scores' own rounding. Scores that
+ * are not finite (fpclass 0x99: NaN, +-inf) become NaN. */
+TARGET_AVX512 static void softcap_rows_avx512(float *s, int64_t ld, int64_t rows, int64_t keys,
+                                              float cap) {
+  const __m512 inverse = _mm512_set1_ps(1.0f / cap), factor = _mm512_set1_ps(cap);
+  const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
+  const __m512 sign = _mm512_set1_ps(-0.0f), nan = _mm512_set1_ps(NAN);
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = s + r * ld;
+    for (int64_t j = 0; j < keys; j += 16) {
+      __mmask16 m = lanes_avx512(keys - j);
+      __m512 x = _mm512_maskz_loadu_ps(m, row + j);
+      __m512 y = _mm512_mul_ps(x, inverse);
+      __m512 magnitude = _mm512_andnot_ps(sign, y);
+      __m512 e = exp_avx512(_mm512_add_ps(magnitude, magnitude));
+      __m512 t = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(e, one)));
+      t = _mm512_or_ps(t, _mm512_and_ps(sign, y));
+      t = _mm512_mask_mov_ps(_mm512_mul_ps(t, factor), _mm512_fpclass_ps_mask(x, 0x99), nan);
+      _mm512_mask_storeu_ps(row + j, m, t);
+    }
+  }
+}
+
 const attention_kernels cpu_attention_kernels_avx512 = {softmax_rows_avx512, rescale_rows_avx512,
-                                                        transpose_avx512};
+                                                        transpose_avx512, softcap_rows_avx512};
 
 #endif /* CPU_KERNELS_HAVE_AVX2 */

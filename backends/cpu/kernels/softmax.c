@@ -167,8 +167,6 @@ tsr_status cpu_softmax_run(const cpu_exec *exec, const tsr_softmax_args *args) {
 
 typedef struct bad_target {
   int64_t row; /* first bad row this worker saw; -1 when none */
-  int64_t target;
-  int64_t count;
 } bad_target;
 
 typedef struct cross_entropy_job {
@@ -191,11 +189,8 @@ static void cross_entropy_finish(const cross_entropy_job *job, bad_target *bad, 
     value = 0.0f;
   } else if (target < 0 || target >= vocab) {
     value = NAN;
-    if (bad->row < 0) {
+    if (bad->row < 0)
       bad->row = row;
-      bad->target = target;
-    }
-    bad->count++;
   } else {
     value = (float)(lse - (double)x[target]);
   }
@@ -279,23 +274,20 @@ tsr_status cpu_cross_entropy_run(const cpu_exec *exec, const tsr_cross_entropy_a
   job.direct = job.rows.kernels->xe_step && all_rows_f32(tensors, 1);
   cpu_pool_parallel_for(exec->pool, rows, row_grain(vocab), cross_entropy_range, &job);
 
-  bad_target first = {-1, 0, 0};
-  for (int i = 0; i < threads; i++) {
-    if (job.bad[i].row >= 0 && (first.row < 0 || job.bad[i].row < first.row)) {
-      first.row = job.bad[i].row;
-      first.target = job.bad[i].target;
-    }
-    first.count += job.bad[i].count;
-  }
+  int64_t first = -1;
+  for (int i = 0; i < threads; i++)
+    if (job.bad[i].row >= 0 && (first < 0 || job.bad[i].row < first))
+      first = job.bad[i].row;
   free(job.rows.scratch);
   free(job.bad);
-  if (first.row < 0)
-    return TSR_OK;
-  if (exec->error && exec->error_capacity > 0)
-    snprintf(exec->error, exec->error_capacity,
-             "targets[%lld] = %lld is outside [0, %lld) and is not ignore_index (%lld); "
-             "%lld row(s) have such targets and their loss is NaN",
-             (long long)first.row, (long long)first.target, (long long)vocab,
-             (long long)args->ignore_index, (long long)first.count);
-  return TSR_ERROR_INVALID_VALUE;
+  /* A target out of range is a fault in device data, as on the GPUs: the
+   * row's loss is NaN, the rest is computed, and tsr_queue_finish names the
+   * first such row (with this call's vocab and ignore_index when its row is
+   * the smallest so far). */
+  if (first >= 0 && cpu_fault_record(exec, TSR_PLUGIN_FAULT_CE_TARGET, first) &&
+      exec->fault_context) {
+    exec->fault_context->vocab = vocab;
+    exec->fault_context->ignore_index = args->ignore_index;
+  }
+  return TSR_OK;
 }
