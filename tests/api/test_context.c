@@ -301,9 +301,8 @@ static void test_names(void) {
   CHECK_INT(tsr_dtype_from_name(NULL), TSR_DTYPE_INVALID);
 
   static const char *const op_names[TSR_OP_COUNT_] = {
-      "gemm",    "grouped_gemm", "attention", "rmsnorm", "layernorm",
-      "softmax", "rope",         "swiglu",    "gelu",    "cross_entropy",
-      "kv_append"};
+      "gemm", "grouped_gemm", "attention", "rmsnorm",       "layernorm", "softmax",
+      "rope", "swiglu",       "gelu",      "cross_entropy", "kv_append"};
   for (int op = 0; op < TSR_OP_COUNT_; op++) {
     CHECK_STR(tsr_op_name((tsr_op)op), op_names[op]);
     CHECK_INT(tsr_op_from_name(op_names[op]), op);
