@@ -137,11 +137,17 @@ enum {
 #define BENCH_SPREAD_LIMIT 1.5
 #define BENCH_DRIFT_LIMIT 1.2
 
+/* How long a device idles before an idle-call sample: past the CPU plugin's
+ * default poll window (0.5 ms), so its threads are parked, as an
+ * application's pauses between calls let them. */
+#define BENCH_IDLE_MS 5.0
+
 typedef struct bench_row {
   char device[48];
   problem_spec spec;
   char shape[96];
   double ms, min_ms, max_ms; /* median, least and greatest sample */
+  double idle_call_ms;       /* one call + finish after the device idled; NaN: not timed */
   double gflops, gbs;
   double peak_fraction;                       /* NaN: no ceiling known */
   const char *peak_kind;                      /* "fma", "bf16 dot", "copy" */

@@ -39,8 +39,8 @@ static int vendor_width(const char *vendor_blas) {
 }
 
 void bench_print_header(bool cpu, const char *vendor_blas) {
-  printf("%-13s %-5s %-22s %10s %9s %9s %9s %8s %-13s %6s", "op", "dtype", "shape", "median ms",
-         "min", "max", "GFLOP/s", "GB/s", "of peak", "copy");
+  printf("%-13s %-5s %-22s %10s %9s %9s %9s %9s %8s %-13s %6s", "op", "dtype", "shape", "median ms",
+         "min", "max", "idle call", "GFLOP/s", "GB/s", "of peak", "copy");
   if (cpu)
     for (int v = 0; v < OPENBLAS_VARIANT_COUNT; v++)
       printf(" %11s %6s", openblas_columns[v], "x");
@@ -67,9 +67,9 @@ void bench_print_row(const bench_row *r, bool cpu, const char *vendor_blas) {
   char copy[16] = "-";
   if (isfinite(r->copy_gbs))
     snprintf(copy, sizeof copy, "%.1f", r->copy_gbs);
-  printf("%-13s %-5s %-22s %10.3f %9.3f %9.3f %9s %8.2f %-13s %6s", tsr_op_name(r->spec.op),
-         tsr_dtype_name(r->spec.dtype), r->shape, r->ms, r->min_ms, r->max_ms, gflops, r->gbs, peak,
-         copy);
+  printf("%-13s %-5s %-22s %10.3f %9.3f %9.3f %9.3f %9s %8.2f %-13s %6s", tsr_op_name(r->spec.op),
+         tsr_dtype_name(r->spec.dtype), r->shape, r->ms, r->min_ms, r->max_ms, r->idle_call_ms,
+         gflops, r->gbs, peak, copy);
   for (int v = 0; cpu && v < OPENBLAS_VARIANT_COUNT; v++) {
     if (isfinite(r->openblas_ms[v]))
       printf(" %11.3f %6.2f", r->openblas_ms[v], r->openblas_ms[v] / r->ms);
@@ -97,11 +97,14 @@ void bench_print_row(const bench_row *r, bool cpu, const char *vendor_blas) {
 
 void bench_print_legend(bool hip, bool opencl) {
   printf("\nmedian ms, min, max: the median, least and greatest of event-timed runs over rotated "
-         "input sets; on GPUs the runs "
+         "input sets; on every device the runs "
          "are queued back to back (batches of %d after an untimed lead-in), so a sample is the "
          "device's time per call in a stream of calls, without the host's launch latency; "
-         "cuBLASLt is timed the same way.\n",
-         TIMING_BATCH);
+         "cuBLASLt is timed the same way.\n"
+         "idle call: ms of one call + tsr_queue_finish on the host clock after the device idled "
+         "%.0f ms (median of up to %d): what an application that waits for each result pays, "
+         "launch, wake-up and synchronisation included.\n",
+         TIMING_BATCH, BENCH_IDLE_MS, TIMING_IDLE_CALLS);
   printf("of peak: GFLOP/s over the FMA peak (bf16: over the bf16 dot peak) for rows bound by "
          "arithmetic, GB/s over the copy bandwidth for rows bound by memory (the ceiling that "
          "allows the longer least time binds).\n"
@@ -267,6 +270,8 @@ bool bench_write_json(const char *path, const bench_options *o, const filter_tex
     json_number(f, r->failed ? NAN : r->max_ms);
     fprintf(f, ", \"spread\": ");
     json_number(f, r->failed ? NAN : r->max_ms / r->min_ms);
+    fprintf(f, ", \"idle_call_ms\": ");
+    json_number(f, r->failed ? NAN : r->idle_call_ms);
     fprintf(f, ", \"runs\": %d, \"gflops\": ", r->runs);
     json_number(f, r->failed || r->gflops <= 0.0 ? NAN : r->gflops);
     fprintf(f, ", \"gbs\": ");

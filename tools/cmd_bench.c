@@ -403,6 +403,7 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
   row->peak_fraction = NAN;
   row->others_load = NAN;
   row->copy_gbs = NAN;
+  row->idle_call_ms = NAN;
   row->copy_before_gbs = row->copy_after_gbs = NAN;
   row->min_ms = row->max_ms = NAN;
   row->read_gbs = NAN;
@@ -473,6 +474,12 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
     row->min_ms = stats.min_ms;
     row->max_ms = stats.max_ms;
     row->runs = stats.runs;
+  }
+  if (!row->failed) {
+    timing_stats idle;
+    row->failed = time_idle_call(sets, set_count, queue, BENCH_IDLE_MS, o->short_run ? 0.1 : 0.3,
+                                 &idle) != TSR_OK;
+    row->idle_call_ms = idle.median_ms;
   }
   if (!row->failed && bracket) {
     read_probe_time(copy, copy_runs, read_samples, &read_count);

@@ -20,17 +20,19 @@ typedef struct timing_plan {
    * clock for the first tens of milliseconds of work (Vulkan on the H100:
    * 675-780 MHz against 1980 MHz loaded, timings 2.5x long) */
   double warmup_seconds;
-  /* GPUs: runs queued back to back in batches, each timed by its own pair of
+  /* Runs queued back to back in batches, each timed by its own pair of
    * events, after an untimed lead-in run of the batch, so that a run's start
    * event waits behind device work instead of firing while the host is still
    * launching: the samples are the device's time per call in a stream of
    * calls, not the host's launch latency (which varies with the machine
    * start by several us and is a host cost, not a kernel's). tessera and
-   * cuBLASLt are timed the same way. */
+   * cuBLASLt are timed the same way. What one call costs an application
+   * that waits for it is time_idle_call's. */
   bool queued;
 } timing_plan;
 
-/* Whether a device of this type is timed queued (GPUs) or call by call. */
+/* Whether a device of this type is timed queued (every type now: CPUs
+ * too, whose queue workers run a stream of calls without waking up). */
 bool timing_queued(int device_type);
 
 /* How samples are taken, for any timed thing: `run(context, i)` queues a run
@@ -78,6 +80,14 @@ void timing_stats_of(double *samples, int count, timing_stats *stats);
  * printed as "<what>: ..." and returned. */
 tsr_status time_problem(problem *sets, int set_count, tsr_queue *queue, const char *variant,
                         const timing_plan *plan, timing_stats *stats);
+
+/* The latency of one synchronous call on an idle device: `idle_ms` of no
+ * work (past every poll window), then problem_run + tsr_queue_finish on the
+ * host clock; up to TIMING_IDLE_CALLS samples, fewer once budget_seconds
+ * are spent (one at least). Prints and returns the error of a failed call. */
+enum { TIMING_IDLE_CALLS = 5 };
+tsr_status time_idle_call(problem *sets, int set_count, tsr_queue *queue, double idle_ms,
+                          double budget_seconds, timing_stats *stats);
 
 /* How busy the rest of the machine was while something was timed: the CPU
  * time every process used (from /proc/stat, including time the hypervisor

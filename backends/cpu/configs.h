@@ -44,8 +44,21 @@ const void *cpu_op_run_config(tsr_op op, const void *args, const void *config);
  * (generic, avx2, avx512). */
 bool cpu_gemm_has_kernel(int isa, int mr, int nr);
 
-/* Frees the packing memory kernels/gemm.c keeps for the calling thread
- * between calls; a queue's worker calls it before it exits. */
+/* The memory kernels/gemm.c keeps between calls: packing buffers of the
+ * thread that runs a GEMM, and the tile GEMM's per-thread scratch. */
+typedef struct cpu_gemm_scratch {
+  char *packing;
+  size_t packing_bytes;
+  char *tile;
+  size_t tile_bytes;
+} cpu_gemm_scratch;
+
+/* Swaps the calling thread's kept memory with *slot: a queue installs its
+ * own around the commands a thread runs for it, then takes it back. */
+void cpu_gemm_scratch_exchange(cpu_gemm_scratch *slot);
+void cpu_gemm_scratch_free(cpu_gemm_scratch *slot);
+/* Frees what the calling thread keeps; a pool worker calls it before it
+ * exits. */
 void cpu_gemm_release_thread_workspace(void);
 
 #endif /* TESSERA_CPU_CONFIGS_H */

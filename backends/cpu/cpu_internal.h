@@ -30,21 +30,44 @@ static inline char *cpu_tensor_base(const tsr_plugin_tensor *t) {
 
 typedef struct cpu_pool cpu_pool;
 
+/* The split cost model. Posting a job costs its caller a few atomics and,
+ * while workers are parked, one futex wake; a polling worker takes a chunk
+ * about a microsecond after it is posted, and the chunk's data then moves
+ * between cores' caches. A split that must pay back a few microseconds
+ * makes every chunk at least CPU_CHUNK_MIN_NS of work, from the kernel's
+ * one-thread rate at the fastest level (slower levels split a little later
+ * than they could, never too early). The caller never waits for a worker
+ * that was parked, so a split is never much slower than one thread. */
+enum { CPU_CHUNK_MIN_NS = 16000 };
+
+/* Items per chunk: CPU_CHUNK_MIN_NS of work at ns_per_item, at least 1. */
+static inline int64_t cpu_grain(double ns_per_item) {
+  double items = CPU_CHUNK_MIN_NS / (ns_per_item > 0.0 ? ns_per_item : 1.0);
+  return items > 1.0 ? (int64_t)items : 1;
+}
+
 /* fn runs over [begin, end) chunks of [0, n); `worker` is 0..threads-1 and is
  * unique among concurrently running chunks (index per-thread scratch with it). */
 typedef void (*cpu_range_fn)(void *context, int64_t begin, int64_t end, int worker);
 
-cpu_pool *cpu_pool_create(int threads);
+/* A pool of `threads` (the caller counts as one); idle workers poll for
+ * poll_ns before they park. */
+cpu_pool *cpu_pool_create(int threads, int64_t poll_ns);
 void cpu_pool_destroy(cpu_pool *pool);
 int cpu_pool_threads(const cpu_pool *pool);
-/* Runs fn(context, t, threads, t) once on each of `threads` pool threads
- * (t = 0..threads-1, at most cpu_pool_threads(pool); the caller runs t = 0)
- * and returns when all are done: for kernels that partition their work
- * statically (equal shares, no chunk hand-out). Nested calls run inline. */
+/* Runs fn(context, t, threads, worker) once for each share t of `threads`
+ * (at most cpu_pool_threads(pool)) and returns when all are done: for
+ * kernels that partition their work statically. Shares run on whichever
+ * threads are awake, the caller's included, so one thread may run several
+ * one after the other: a share must never wait for another. Nested calls
+ * run inline. */
 void cpu_pool_run_threads(cpu_pool *pool, int threads, cpu_range_fn fn, void *context);
 /* Splits [0, n) into chunks of at least `grain` items over the pool's threads
- * (the caller's thread takes part) and returns when all are done. Calls from
- * several threads at once are serialised. */
+ * (the caller's thread takes part; workers that are parked when it starts
+ * may not) and returns when all are done. `grain` is the split's cost
+ * model: a chunk of that many items should be several microseconds of
+ * work, so that handing it to another thread pays. Calls from several
+ * threads at once are serialised. */
 void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_fn fn,
                            void *context);
 

@@ -30,6 +30,7 @@ enum { CPU_BUFFER_ALIGNMENT = 64, CPU_MAX_THREADS = 4096 };
 typedef struct cpu_plugin {
   tsr_plugin_host host; /* named "cpu": every error sentence starts "cpu: " */
   int threads;
+  int64_t poll_ns; /* TESSERA_CPU_POLL_US: how long idle threads poll before they park */
   cpu_isa isa;
   cpu_identity identity;
 } cpu_plugin;
@@ -46,9 +47,10 @@ typedef struct cpu_device {
 typedef struct cpu_event {
   pthread_mutex_t lock;
   pthread_cond_t reached;
-  bool done;
+  atomic_bool done;    /* set under the lock; polled without it */
   int64_t nanoseconds; /* CLOCK_MONOTONIC when the queue reached the event */
   cpu_plugin *plugin;
+  struct cpu_queue *queue; /* read only while the event is not reached */
 } cpu_event;
 
 typedef enum command_kind { COMMAND_OP, COMMAND_COPY, COMMAND_TIMESTAMP } command_kind;
@@ -75,18 +77,23 @@ typedef struct cpu_queue {
   cpu_device *device;
   struct cpu_queue *next_in_device;
   pthread_t worker;
-  pthread_mutex_t lock; /* guards everything below */
-  pthread_cond_t work_added;
-  pthread_cond_t drained;
+  pthread_mutex_t lock;      /* guards everything below but the atomics' reads */
+  pthread_cond_t work_added; /* the worker parks on it */
+  pthread_cond_t drained;    /* a thread waiting for another's commands parks on it */
   command *head, *tail;
-  atomic_int queued; /* commands on the list: read without the lock while spinning */
-  bool running;      /* the worker is executing a command it has taken off the list */
+  atomic_int queued; /* commands on the list: read without the lock while polling */
+  /* A thread runs this queue's commands now: the worker, or one that waits
+   * for the queue (cpu_wait_idle) and found the worker parked. Commands run
+   * in order because only the thread that set this runs them. */
+  atomic_bool executing;
+  bool worker_parked;
   bool stopping;
-  tsr_status error; /* first failure since the last finish */
+  cpu_gemm_scratch scratch; /* GEMM memory kept for the thread that executes */
+  tsr_status error;         /* first failure since the last finish */
   char error_message[TSR_PLUGIN_MESSAGE_CAPACITY];
   /* Faults in device data since the last finish (cpu_fault_record): written
-   * by the worker and the pool while ops run, read and reset by finish once
-   * the queue is idle. */
+   * by the executing thread and the pool while ops run, read and reset by
+   * finish once the queue is idle. */
   int32_t faults[TSR_PLUGIN_FAULT_COUNT];
   tsr_plugin_fault_context fault_context;
 } cpu_queue;
@@ -129,9 +136,11 @@ void cpu_event_destroy(void *handle);
 /* A zeroed command of `kind` (NULL, with the error set, when out of memory). */
 command *cpu_command_new(cpu_plugin *plugin, command_kind kind);
 void cpu_command_free(command *c);
-/* Appends c to the queue; its worker runs and frees it. */
+/* Appends c to the queue; its worker (or a thread in cpu_wait_idle) runs and
+ * frees it. */
 void cpu_enqueue(cpu_queue *queue, command *c);
-/* Returns when the queue has run everything given to it. */
+/* Returns when the queue has run everything given to it: runs the commands
+ * on the calling thread when the worker is not running them already. */
 void cpu_wait_idle(cpu_queue *queue);
 
 /* ---- ops.c ---- */

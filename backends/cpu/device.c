@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_plugin.h"
+#include "park.h"
 
 /* ------------------------------------------------------------------------ */
 /* Environment (read here, in init, only)                                    */
@@ -26,6 +27,24 @@ static int choose_threads(const cpu_plugin *plugin) {
                      CPU_MAX_THREADS, threads);
   }
   return threads;
+}
+
+/* TESSERA_CPU_POLL_US: microseconds an idle worker (pool or queue) and a
+ * waiting tsr_queue_finish poll before they park; 0 parks at once. */
+static int64_t choose_poll_ns(const cpu_plugin *plugin) {
+  long microseconds = CPU_POLL_DEFAULT_US;
+  const char *text = tsr_plugin_env(&plugin->host, "TESSERA_CPU_POLL_US");
+  if (text && *text) {
+    char *end;
+    long value = strtol(text, &end, 10);
+    if (*end == '\0' && value >= 0 && value <= CPU_POLL_MAX_US)
+      microseconds = value;
+    else
+      tsr_plugin_log(&plugin->host, TSR_LOG_WARN,
+                     "TESSERA_CPU_POLL_US = '%s' is not a time in 0..%d microseconds; using %ld",
+                     text, CPU_POLL_MAX_US, microseconds);
+  }
+  return (int64_t)microseconds * 1000;
 }
 
 /* TESSERA_CPU_ISA lowers the instruction-set level (to compare or test
@@ -67,10 +86,11 @@ tsr_status cpu_init(const tsr_host_services_v2 *services, void **out, char *reas
   cpu_isa_set_active(isa);
   plugin->isa = isa;
   plugin->threads = choose_threads(plugin);
+  plugin->poll_ns = choose_poll_ns(plugin);
   cpu_machine_identify(isa, &plugin->identity);
-  tsr_plugin_log(&plugin->host, TSR_LOG_DEBUG, "%s (%s), %d threads, %s kernels",
+  tsr_plugin_log(&plugin->host, TSR_LOG_DEBUG, "%s (%s), %d threads polling %lld us, %s kernels",
                  plugin->identity.name, plugin->identity.vendor, plugin->threads,
-                 cpu_isa_name(isa));
+                 (long long)(plugin->poll_ns / 1000), cpu_isa_name(isa));
   *out = plugin;
   return TSR_OK;
 }
@@ -118,7 +138,7 @@ tsr_status cpu_device_open(void *handle, uint32_t index, void **out) {
     return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY,
                            "cannot allocate the cpu device");
   device->plugin = plugin;
-  device->pool = cpu_pool_create(plugin->threads);
+  device->pool = cpu_pool_create(plugin->threads, plugin->poll_ns);
   if (!device->pool) {
     free(device);
     return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY,

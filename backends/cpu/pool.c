@@ -1,31 +1,40 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU plugin's thread pool: persistent workers. The thread that calls
  * cpu_pool_parallel_for works on the job too, so a pool of N threads starts
- * N - 1 workers. Chunks are handed out dynamically through an atomic
- * counter, which evens out uneven chunks.
+ * N - 1 workers. Chunks are handed out through an atomic counter, which
+ * evens out uneven chunks.
  *
- * Waking a sleeping thread costs tens of microseconds (more in a virtual
- * machine, where the idle vCPU has to be scheduled again), which is a few
- * percent of a millisecond-sized kernel and is paid at every fork and join.
- * So a worker that finishes a job, and a caller waiting for its helpers,
- * first spin for a short while (POOL_SPIN_NS) watching an atomic, and only
- * then sleep on a condition variable. Back-to-back kernels and the several
- * parallel steps inside one kernel then hand work over without sleeping. */
+ * The caller never waits for a thread to wake up. Waking a parked thread
+ * costs tens of microseconds, and in a virtual machine whose idle vCPU the
+ * host has descheduled, hundreds. So a job is open to whichever workers are
+ * awake: a worker joins it (a CAS on `ticket`) before it takes a chunk, the
+ * caller takes chunks like any worker, and when none is left it closes the
+ * job and waits only for the workers that joined, which are running. A
+ * worker that wakes after that finds the job closed and goes back to
+ * polling. So splitting costs the caller a few atomics and, when workers
+ * are parked, one futex wake: a split job is never much slower than the
+ * caller alone (the cost model: a chunk is never smaller than its call
+ * site's grain, sized so one chunk's work is several microseconds).
+ *
+ * Idle workers poll for the device's poll window (TESSERA_CPU_POLL_US),
+ * yielding their CPU to anything runnable, and then park on a futex; a job
+ * posted while some are parked wakes them all with one syscall. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "configs.h"
 #include "cpu_internal.h"
+#include "park.h"
 
 /* Chunks per thread when the grain allows it: a few more chunks than threads
- * let a thread that finishes early take work from a slow one. */
+ * let a thread that finishes early (or joins late) take work from a slow one. */
 enum { CHUNKS_PER_THREAD = 4 };
 
-/* How long an idle thread spins before it sleeps. */
-enum { POOL_SPIN_NS = 200000 };
+/* `ticket`: the job's state. CLOSED while no job is open (the caller may
+ * write the next one); below it, the number of workers that joined. */
+enum { TICKET_CLOSED = 1u << 30, TICKET_JOINED_MASK = TICKET_CLOSED - 1 };
 
 typedef struct pool_worker {
   struct cpu_pool *pool;
@@ -35,19 +44,16 @@ typedef struct pool_worker {
 
 struct cpu_pool {
   int threads; /* workers started + the caller */
+  int64_t poll_ns;
   pool_worker *workers;
   pthread_mutex_t caller_lock; /* one parallel_for at a time */
-  pthread_mutex_t lock;        /* guards the sleep/wake handshakes */
-  pthread_cond_t job_posted;
-  pthread_cond_t job_finished;
-  int sleepers;             /* workers waiting on job_posted (under lock) */
-  bool caller_sleeping;     /* the caller waits on job_finished (under lock) */
-  atomic_ullong generation; /* bumped (release) after the job below is written */
-  atomic_int helpers_running;
+  atomic_uint posted;          /* bumped per job and at stop; workers park on it */
+  atomic_int parked_workers;
+  atomic_uint ticket; /* TICKET_CLOSED | joined; the caller parks on it */
+  atomic_bool caller_parked;
   atomic_bool stopping;
-  /* The current job. Every worker takes part in every job (one with no
-   * chunk left only checks in), so no worker can still be reading a job
-   * while the caller writes the next one. */
+  /* The current job: written while the ticket is CLOSED with nobody joined,
+   * read by workers only after they joined. */
   cpu_range_fn fn;
   void *context;
   int64_t n;
@@ -58,18 +64,6 @@ struct cpu_pool {
 /* Set while a thread runs chunks, so that a nested parallel_for runs inline
  * instead of waiting for the pool it is part of. */
 static _Thread_local int pool_current_worker = -1;
-
-static int64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static inline void spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 static void run_chunks(cpu_pool *pool, int worker) {
   int outer = pool_current_worker;
@@ -84,49 +78,66 @@ static void run_chunks(cpu_pool *pool, int worker) {
   pool_current_worker = outer;
 }
 
-/* Returns the first generation after `seen` (or any when stopping): spins,
- * then sleeps. */
-static uint64_t wait_for_job(cpu_pool *pool, uint64_t seen) {
-  int64_t deadline = now_ns() + POOL_SPIN_NS;
-  for (int i = 0;; i++) {
-    uint64_t generation = atomic_load_explicit(&pool->generation, memory_order_acquire);
-    if (generation != seen || atomic_load_explicit(&pool->stopping, memory_order_acquire))
-      return generation;
-    spin_pause();
-    if ((i & 63) == 63 && now_ns() > deadline)
-      break;
+typedef struct post_watch {
+  const cpu_pool *pool;
+  unsigned seen;
+} post_watch;
+
+static bool job_posted(const void *argument) {
+  const post_watch *watch = argument;
+  return atomic_load_explicit(&watch->pool->posted, memory_order_acquire) != watch->seen;
+}
+
+/* Returns the first `posted` value other than `seen`: polls, then parks.
+ * parked_workers and posted are both sequentially consistent, so either
+ * the poster sees this worker parked or this worker sees the new value. */
+static unsigned wait_for_post(cpu_pool *pool, unsigned seen) {
+  post_watch watch = {pool, seen};
+  if (!cpu_poll(job_posted, &watch, pool->poll_ns)) {
+    atomic_fetch_add(&pool->parked_workers, 1);
+    while (atomic_load(&pool->posted) == seen)
+      cpu_park(&pool->posted, seen);
+    atomic_fetch_sub(&pool->parked_workers, 1);
   }
-  pthread_mutex_lock(&pool->lock);
-  pool->sleepers++;
-  while (atomic_load_explicit(&pool->generation, memory_order_acquire) == seen &&
-         !atomic_load_explicit(&pool->stopping, memory_order_acquire))
-    pthread_cond_wait(&pool->job_posted, &pool->lock);
-  pool->sleepers--;
-  pthread_mutex_unlock(&pool->lock);
-  return atomic_load_explicit(&pool->generation, memory_order_acquire);
+  return atomic_load_explicit(&pool->posted, memory_order_acquire);
+}
+
+/* Joins the open job, if one is open. The acquire pairs with the release
+ * that opened it, so the job's fields are visible once this succeeds. */
+static bool join_job(cpu_pool *pool) {
+  unsigned ticket = atomic_load_explicit(&pool->ticket, memory_order_relaxed);
+  while (!(ticket & TICKET_CLOSED)) {
+    if (atomic_compare_exchange_weak_explicit(&pool->ticket, &ticket, ticket + 1,
+                                              memory_order_acquire, memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
+static void leave_job(cpu_pool *pool) {
+  unsigned before = atomic_fetch_sub(&pool->ticket, 1);
+  if ((before & TICKET_JOINED_MASK) == 1 && atomic_load(&pool->caller_parked))
+    cpu_unpark_all(&pool->ticket);
 }
 
 static void *worker_main(void *argument) {
   pool_worker *self = argument;
   cpu_pool *pool = self->pool;
-  uint64_t seen = 0;
+  unsigned seen = 0;
   for (;;) {
-    seen = wait_for_job(pool, seen);
+    seen = wait_for_post(pool, seen);
     if (atomic_load_explicit(&pool->stopping, memory_order_acquire))
       break;
-    run_chunks(pool, self->index);
-    if (atomic_fetch_sub_explicit(&pool->helpers_running, 1, memory_order_acq_rel) == 1) {
-      pthread_mutex_lock(&pool->lock);
-      if (pool->caller_sleeping)
-        pthread_cond_signal(&pool->job_finished);
-      pthread_mutex_unlock(&pool->lock);
+    if (join_job(pool)) {
+      run_chunks(pool, self->index);
+      leave_job(pool);
     }
   }
   cpu_gemm_release_thread_workspace(); /* scratch the kernels kept for this thread */
   return NULL;
 }
 
-cpu_pool *cpu_pool_create(int threads) {
+cpu_pool *cpu_pool_create(int threads, int64_t poll_ns) {
   if (threads < 1)
     threads = 1;
   cpu_pool *pool = calloc(1, sizeof *pool);
@@ -137,12 +148,12 @@ cpu_pool *cpu_pool_create(int threads) {
     free(pool);
     return NULL;
   }
+  pool->poll_ns = poll_ns > 0 ? poll_ns : 0;
   pthread_mutex_init(&pool->caller_lock, NULL);
-  pthread_mutex_init(&pool->lock, NULL);
-  pthread_cond_init(&pool->job_posted, NULL);
-  pthread_cond_init(&pool->job_finished, NULL);
-  atomic_init(&pool->generation, 0);
-  atomic_init(&pool->helpers_running, 0);
+  atomic_init(&pool->posted, 0);
+  atomic_init(&pool->parked_workers, 0);
+  atomic_init(&pool->ticket, TICKET_CLOSED);
+  atomic_init(&pool->caller_parked, false);
   atomic_init(&pool->stopping, false);
   atomic_init(&pool->next_begin, 0);
   pool->threads = 1;
@@ -161,15 +172,11 @@ cpu_pool *cpu_pool_create(int threads) {
 void cpu_pool_destroy(cpu_pool *pool) {
   if (!pool)
     return;
-  pthread_mutex_lock(&pool->lock);
-  atomic_store_explicit(&pool->stopping, true, memory_order_release);
-  pthread_cond_broadcast(&pool->job_posted);
-  pthread_mutex_unlock(&pool->lock);
+  atomic_store(&pool->stopping, true);
+  atomic_fetch_add(&pool->posted, 1);
+  cpu_unpark_all(&pool->posted);
   for (int i = 0; i + 1 < pool->threads; i++)
     pthread_join(pool->workers[i].thread, NULL);
-  pthread_cond_destroy(&pool->job_finished);
-  pthread_cond_destroy(&pool->job_posted);
-  pthread_mutex_destroy(&pool->lock);
   pthread_mutex_destroy(&pool->caller_lock);
   free(pool->workers);
   free(pool);
@@ -179,22 +186,26 @@ int cpu_pool_threads(const cpu_pool *pool) {
   return pool ? pool->threads : 1;
 }
 
-/* Waits until every helper of the current job is done: spins, then sleeps. */
-static void wait_for_helpers(cpu_pool *pool) {
-  int64_t deadline = now_ns() + POOL_SPIN_NS;
-  for (int i = 0;; i++) {
-    if (atomic_load_explicit(&pool->helpers_running, memory_order_acquire) == 0)
-      return;
-    spin_pause();
-    if ((i & 63) == 63 && now_ns() > deadline)
+static bool helpers_left(const void *argument) {
+  const cpu_pool *pool = argument;
+  return (atomic_load_explicit(&pool->ticket, memory_order_acquire) & TICKET_JOINED_MASK) == 0;
+}
+
+/* Closes the job to latecomers and waits for the workers that joined it:
+ * they are running, so this polls first; a long chunk (a GEMM share) parks
+ * the caller on the ticket until the last of them leaves. */
+static void close_job(cpu_pool *pool) {
+  atomic_fetch_or(&pool->ticket, TICKET_CLOSED);
+  if (cpu_poll(helpers_left, pool, pool->poll_ns))
+    return;
+  atomic_store(&pool->caller_parked, true);
+  for (;;) {
+    unsigned ticket = atomic_load(&pool->ticket);
+    if ((ticket & TICKET_JOINED_MASK) == 0)
       break;
+    cpu_park(&pool->ticket, ticket);
   }
-  pthread_mutex_lock(&pool->lock);
-  pool->caller_sleeping = true;
-  while (atomic_load_explicit(&pool->helpers_running, memory_order_acquire) > 0)
-    pthread_cond_wait(&pool->job_finished, &pool->lock);
-  pool->caller_sleeping = false;
-  pthread_mutex_unlock(&pool->lock);
+  atomic_store(&pool->caller_parked, false);
 }
 
 void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_fn fn,
@@ -215,7 +226,6 @@ void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_f
                   ((int64_t)pool->threads * CHUNKS_PER_THREAD);
   if (chunk < grain)
     chunk = grain;
-  int helpers = pool->threads - 1;
 
   pthread_mutex_lock(&pool->caller_lock);
   pool->fn = fn;
@@ -223,15 +233,13 @@ void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_f
   pool->n = n;
   pool->chunk = chunk;
   atomic_store_explicit(&pool->next_begin, 0, memory_order_relaxed);
-  atomic_store_explicit(&pool->helpers_running, helpers, memory_order_relaxed);
-  pthread_mutex_lock(&pool->lock);
-  atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
-  if (pool->sleepers > 0)
-    pthread_cond_broadcast(&pool->job_posted);
-  pthread_mutex_unlock(&pool->lock);
+  atomic_store_explicit(&pool->ticket, 0, memory_order_release); /* open */
+  atomic_fetch_add(&pool->posted, 1);
+  if (atomic_load(&pool->parked_workers) > 0)
+    cpu_unpark_all(&pool->posted);
 
   run_chunks(pool, 0);
-  wait_for_helpers(pool);
+  close_job(pool);
   pthread_mutex_unlock(&pool->caller_lock);
 }
 

@@ -1,30 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CPU plugin's queues: each is served by a worker thread that runs its
- * commands (ops, copies, timestamps) in order, spinning briefly before it
- * sleeps; events are CLOCK_MONOTONIC stamps taken when the queue reaches them. */
+/* The CPU plugin's queues: each has a worker thread that runs its commands
+ * (ops, copies, timestamps) in order, so work proceeds while the
+ * application does something else. A thread that waits for the queue
+ * (tsr_queue_finish, a transfer) and finds the worker parked runs the
+ * commands itself instead of waiting for the worker to wake, which in a
+ * virtual machine can take hundreds of microseconds: a synchronous call
+ * then costs its work. Idle threads poll for the device's poll window
+ * (TESSERA_CPU_POLL_US), then park. Events are CLOCK_MONOTONIC stamps
+ * taken when the queue reaches them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cpu_plugin.h"
+#include "park.h"
 
 /* ------------------------------------------------------------------------ */
 /* Queues                                                                    */
 /* ------------------------------------------------------------------------ */
-
-static int64_t monotonic_nanoseconds(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-}
 
 void cpu_command_free(command *c) {
   free(c->group_sizes);
   free(c);
 }
 
-/* Runs one command on the queue's worker; a failure is kept for the next
+/* Runs one command on the executing thread; a failure is kept for the next
  * queue_finish (the first one wins). */
 static void execute_command(cpu_queue *queue, command *c) {
   tsr_status status = TSR_OK;
@@ -42,10 +43,10 @@ static void execute_command(cpu_queue *queue, command *c) {
     break;
   case COMMAND_TIMESTAMP: {
     cpu_event *event = c->event;
-    int64_t now = monotonic_nanoseconds();
+    int64_t now = cpu_clock_ns();
     pthread_mutex_lock(&event->lock);
     event->nanoseconds = now;
-    event->done = true;
+    atomic_store_explicit(&event->done, true, memory_order_release);
     pthread_cond_broadcast(&event->reached);
     pthread_mutex_unlock(&event->lock);
     break;
@@ -61,54 +62,73 @@ static void execute_command(cpu_queue *queue, command *c) {
   }
 }
 
-/* An idle queue worker spins this long before it sleeps: commands queued
- * back to back (event, op, event) then start without a thread wake-up,
- * which costs tens of microseconds in a virtual machine and would land
- * inside the events' timing. */
-enum { QUEUE_SPIN_NS = 200000 };
-
-static void spin_until_queued(cpu_queue *queue) {
-  int64_t deadline = monotonic_nanoseconds() + QUEUE_SPIN_NS;
-  for (int i = 0; atomic_load_explicit(&queue->queued, memory_order_acquire) == 0; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-    if ((i & 63) == 63 && monotonic_nanoseconds() > deadline)
-      return;
-  }
-}
-
-static void *queue_main(void *argument) {
-  cpu_queue *queue = argument;
-  pthread_mutex_lock(&queue->lock);
-  for (;;) {
-    if (!queue->head && !queue->stopping) {
-      pthread_mutex_unlock(&queue->lock);
-      spin_until_queued(queue);
-      pthread_mutex_lock(&queue->lock);
-    }
-    while (!queue->head && !queue->stopping)
-      pthread_cond_wait(&queue->work_added, &queue->lock);
+/* Runs the listed commands in order on the calling thread, which set
+ * `executing`, until the list is empty or `until` (when given) is reached;
+ * the lock is held on entry and on return. The queue's GEMM memory is
+ * installed for the time. */
+static void run_commands(cpu_queue *queue, const cpu_event *until) {
+  cpu_gemm_scratch_exchange(&queue->scratch);
+  while (queue->head && !(until && atomic_load_explicit(&until->done, memory_order_acquire))) {
     command *c = queue->head;
-    if (!c)
-      break; /* stopping and drained */
     queue->head = c->next;
     if (!queue->head)
       queue->tail = NULL;
     atomic_fetch_sub_explicit(&queue->queued, 1, memory_order_relaxed);
-    queue->running = true;
     pthread_mutex_unlock(&queue->lock);
-
     execute_command(queue, c);
     cpu_command_free(c);
-
     pthread_mutex_lock(&queue->lock);
-    queue->running = false;
-    if (!queue->head)
-      pthread_cond_broadcast(&queue->drained);
+  }
+  cpu_gemm_scratch_exchange(&queue->scratch);
+  atomic_store_explicit(&queue->executing, false, memory_order_release);
+  pthread_cond_broadcast(&queue->drained);
+  /* Commands left behind (stopped at `until`) go on on the worker; one that
+   * is stopping waits for this thread to finish. */
+  if ((queue->head || queue->stopping) && queue->worker_parked)
+    pthread_cond_signal(&queue->work_added);
+}
+
+/* Under the lock: commands wait and nobody runs them. */
+static bool runnable(const cpu_queue *queue) {
+  return queue->head && !atomic_load_explicit(&queue->executing, memory_order_relaxed);
+}
+
+static bool worker_has_work(const void *argument) {
+  const cpu_queue *queue = argument;
+  return atomic_load_explicit(&queue->queued, memory_order_acquire) > 0 &&
+         !atomic_load_explicit(&queue->executing, memory_order_acquire);
+}
+
+static void *queue_main(void *argument) {
+  cpu_queue *queue = argument;
+  int64_t poll_ns = queue->device->plugin->poll_ns;
+  bool ran = false;
+  pthread_mutex_lock(&queue->lock);
+  for (;;) {
+    if (runnable(queue)) {
+      atomic_store_explicit(&queue->executing, true, memory_order_relaxed);
+      run_commands(queue, NULL);
+      ran = true;
+      continue;
+    }
+    if (queue->stopping && !queue->head && !atomic_load(&queue->executing))
+      break;
+    /* Poll only after running commands itself: more are likely to follow
+     * (event, op, event). While another thread runs them, park at once
+     * rather than take a CPU from it. */
+    if (ran && !queue->stopping) {
+      ran = false;
+      pthread_mutex_unlock(&queue->lock);
+      cpu_poll(worker_has_work, queue, poll_ns);
+      pthread_mutex_lock(&queue->lock);
+      continue;
+    }
+    queue->worker_parked = true;
+    while (!runnable(queue) && !(queue->stopping && !atomic_load(&queue->executing)))
+      pthread_cond_wait(&queue->work_added, &queue->lock);
+    queue->worker_parked = false;
   }
   pthread_mutex_unlock(&queue->lock);
-  cpu_gemm_release_thread_workspace();
   return NULL;
 }
 
@@ -121,15 +141,42 @@ void cpu_enqueue(cpu_queue *queue, command *c) {
     queue->head = c;
   queue->tail = c;
   atomic_fetch_add_explicit(&queue->queued, 1, memory_order_release);
-  pthread_cond_signal(&queue->work_added);
+  if (queue->worker_parked)
+    pthread_cond_signal(&queue->work_added);
+  pthread_mutex_unlock(&queue->lock);
+}
+
+static bool executor_done(const void *argument) {
+  return !atomic_load_explicit(&((const cpu_queue *)argument)->executing, memory_order_acquire);
+}
+
+/* Waits until nothing is listed or running. Runs the commands itself when
+ * nobody runs them; polls, then parks, while another thread does. With
+ * `until`, returns once that event is reached or another thread runs the
+ * commands (the event's own wait follows). */
+static void help_queue(cpu_queue *queue, const cpu_event *until) {
+  pthread_mutex_lock(&queue->lock);
+  for (;;) {
+    if (until && atomic_load_explicit(&until->done, memory_order_acquire))
+      break;
+    if (runnable(queue)) {
+      atomic_store_explicit(&queue->executing, true, memory_order_relaxed);
+      run_commands(queue, until);
+      continue;
+    }
+    if (!atomic_load_explicit(&queue->executing, memory_order_relaxed) || until)
+      break; /* nothing listed, nothing running; or the event's wait follows */
+    pthread_mutex_unlock(&queue->lock);
+    cpu_poll(executor_done, queue, queue->device->plugin->poll_ns);
+    pthread_mutex_lock(&queue->lock);
+    while (atomic_load_explicit(&queue->executing, memory_order_relaxed))
+      pthread_cond_wait(&queue->drained, &queue->lock);
+  }
   pthread_mutex_unlock(&queue->lock);
 }
 
 void cpu_wait_idle(cpu_queue *queue) {
-  pthread_mutex_lock(&queue->lock);
-  while (queue->head || queue->running)
-    pthread_cond_wait(&queue->drained, &queue->lock);
-  pthread_mutex_unlock(&queue->lock);
+  help_queue(queue, NULL);
 }
 
 command *cpu_command_new(cpu_plugin *plugin, command_kind kind) {
@@ -150,6 +197,7 @@ tsr_status cpu_queue_create(void *handle, void **out) {
   queue->device = device;
   tsr_plugin_faults_clear(queue->faults);
   atomic_init(&queue->queued, 0);
+  atomic_init(&queue->executing, false);
   pthread_mutex_init(&queue->lock, NULL);
   pthread_cond_init(&queue->work_added, NULL);
   pthread_cond_init(&queue->drained, NULL);
@@ -178,6 +226,7 @@ void cpu_queue_destroy(void *handle) {
   pthread_cond_signal(&queue->work_added);
   pthread_mutex_unlock(&queue->lock);
   pthread_join(queue->worker, NULL);
+  cpu_gemm_scratch_free(&queue->scratch);
 
   cpu_device *device = queue->device;
   pthread_mutex_lock(&device->lock);
@@ -241,16 +290,29 @@ tsr_status cpu_event_record(void *handle, void **out) {
   pthread_mutex_init(&event->lock, NULL);
   pthread_cond_init(&event->reached, NULL);
   event->plugin = plugin;
+  event->queue = queue;
+  atomic_init(&event->done, false);
   c->event = event;
   *out = event;
   cpu_enqueue(queue, c);
   return TSR_OK;
 }
 
-/* Returns the event's timestamp once its queue has reached it. */
+/* Returns the event's timestamp once its queue has reached it, running the
+ * commands before it when the queue's worker is parked. A queue is
+ * destroyed only once it has run everything, so one whose event is not
+ * reached yet is alive. */
+static bool event_reached(const void *argument) {
+  return atomic_load_explicit(&((const cpu_event *)argument)->done, memory_order_acquire);
+}
+
 static int64_t wait_event(cpu_event *event) {
+  if (!event_reached(event)) {
+    help_queue(event->queue, event);
+    cpu_poll(event_reached, event, event->plugin->poll_ns);
+  }
   pthread_mutex_lock(&event->lock);
-  while (!event->done)
+  while (!atomic_load_explicit(&event->done, memory_order_relaxed))
     pthread_cond_wait(&event->reached, &event->lock);
   int64_t nanoseconds = event->nanoseconds;
   pthread_mutex_unlock(&event->lock);

@@ -381,7 +381,9 @@ TSR_API tsr_status tsr_queue_wrap_cuda_stream(tsr_device *device, uint64_t strea
 /* The same for a hipStream_t on a "hip" device. */
 TSR_API tsr_status tsr_queue_wrap_hip_stream(tsr_device *device, uint64_t stream, tsr_queue **out);
 /* Blocks until all work submitted to the queue has finished. Returns the first
- * error a queued op hit since the last finish, if any. */
+ * error a queued op hit since the last finish, if any. On the CPU device the
+ * calling thread runs the queued work itself when the queue's worker thread
+ * is asleep, so a synchronous call costs its work, not a thread wake-up. */
 TSR_API tsr_status tsr_queue_finish(tsr_queue *queue);
 
 /* Copies host memory into the buffer at `offset`, after the queue's earlier

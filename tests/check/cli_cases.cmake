@@ -150,9 +150,9 @@ elseif(CASE STREQUAL "bench_short")
   run(EXIT zero ARGS bench --device cpu --short --op softmax --json ${WORK_DIR}/bench.json
       EXPECT "copy: +[0-9.]+ GB/s \\(read \\+ write"
              "FMA peak: +[0-9.]+ GFLOP/s \\(f32, ${isa} loop of independent FMAs on [1-9][0-9]* threads"
-             "softmax +f32 +1024x1024 +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +[0-9.]+ [0-9]+% copy +[0-9.]+ ")
+             "softmax +f32 +1024x1024 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +[0-9.]+ [0-9]+% copy +[0-9.]+ ")
   file(READ ${WORK_DIR}/bench.json json)
-  foreach(needle "\"op\": \"softmax\"" "\"median_ms\": [0-9]" "\"peak_fraction\": [0-9]"
+  foreach(needle "\"op\": \"softmax\"" "\"median_ms\": [0-9]" "\"idle_call_ms\": [0-9]" "\"peak_fraction\": [0-9]"
                  "\"peak\": \"copy\"" "\"copy_gbs_around\": [0-9]" "\"copy_gbs\": [0-9]" "\"fma_peak\": {\"gflops\": [0-9]"
                  "\"suite\": \"default\"" "\"min_ms\": [0-9]" "\"max_ms\": [0-9]" "\"flags\": \\[")
     if(NOT json MATCHES "${needle}")
@@ -428,8 +428,8 @@ elseif(CASE STREQUAL "bench_flags")
   set(bench_args bench --device narrow:0 --op softmax --shape 64x64 --short --json ${json})
   set(ENV{TESSERA_NARROW_CLOCK} steady)
   run(EXIT 0 ARGS ${bench_args}
-      EXPECT "median ms +min +max "
-             "softmax +f32 +64x64 +1\\.000 +1\\.000 +1\\.000 +- +0\\.03 +0% copy +40\\.0 [^\n]* -\n"
+      EXPECT "median ms +min +max +idle call "
+             "softmax +f32 +64x64 +1\\.000 +1\\.000 +1\\.000 +[0-9.]+ +- +0\\.03 +0% copy +40\\.0 [^\n]* -\n"
              "flags: \\^ = " "~ = disturbed")
   expect_json(${json} "\"median_ms\": 1," "\"min_ms\": 1," "\"max_ms\": 1," "\"spread\": 1,"
               "\"copy_gbs_before\": 40" "\"copy_gbs_after\": 40" "\"flags\": \\[\\]")

@@ -19,6 +19,9 @@
 #include "attention.h"
 
 enum { FLOATS_PER_LINE = 16 };
+/* One thread's rate through the tile GEMM (AVX-512): the split cost
+ * model's input (cpu_grain). */
+#define ATTENTION_FLOPS_PER_NS 100.0
 /* Extra floats per tile row: rows a power of two apart would all fall into
  * the same few cache sets. */
 enum { ROW_PAD = 16 };
@@ -328,7 +331,10 @@ static tsr_status attention_tiles_run(const cpu_exec *exec, const attention_geom
   }
 
   int64_t tasks = g->batch * job.kv_heads * job.q_blocks;
-  cpu_pool_parallel_for(exec->pool, tasks, 1, attention_range, &job);
+  /* a task's products: its rows against the longest key range, QK and PV */
+  double task_flops = 4.0 * (double)job.rows_max * (double)g->longest_kv * (double)job.head_dim;
+  cpu_pool_parallel_for(exec->pool, tasks, cpu_grain(task_flops / ATTENTION_FLOPS_PER_NS),
+                        attention_range, &job);
   free(job.scratch);
   return TSR_OK;
 }

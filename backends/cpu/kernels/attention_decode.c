@@ -79,8 +79,13 @@ typedef struct decode_item {
   int64_t key_lo, key_hi;
 } decode_item;
 
+/* One thread's read rate of K/V rows (bytes per ns): the split cost model's
+ * input. */
+#define DECODE_BYTES_PER_NS 12.0
+
 typedef struct decode_job {
   const attention_geometry *g;
+  int64_t total_keys; /* over every unit: the work to split */
   const tsr_attention_args *args;
   kernel_level level;
   const attention_kernels *steps;
@@ -464,6 +469,16 @@ static tsr_status out_of_memory(const cpu_exec *exec, const char *what) {
   return TSR_ERROR_OUT_OF_MEMORY;
 }
 
+/* The split cost model: no more threads than CPU_CHUNK_MIN_NS pieces of the
+ * K/V bytes at one thread's read rate. */
+static int decode_threads(const decode_job *job, int threads) {
+  const attention_geometry *g = job->g;
+  double bytes = 2.0 * (double)job->total_keys * (double)g->kv_heads * (double)g->head_dim *
+                 (double)tsr_plugin_dtype_size(job->args->k.dtype);
+  double pieces = bytes / DECODE_BYTES_PER_NS / CPU_CHUNK_MIN_NS;
+  return pieces < 1.0 ? 1 : pieces < threads ? (int)pieces : threads;
+}
+
 /* Units for every sequence computed, their chunks, the items. */
 static tsr_status plan(decode_job *job, const cpu_exec *exec, const cpu_attention_config *config,
                        int threads) {
@@ -490,6 +505,7 @@ static tsr_status plan(decode_job *job, const cpu_exec *exec, const cpu_attentio
       total_keys += hi >= lo ? hi - lo + 1 : 0;
     }
   }
+  job->total_keys = total_keys;
   int64_t chunk = chunk_keys(config, total_keys, threads, job->tile);
   /* Longer chunks while the partials would pass their bound. */
   for (;;) {
@@ -597,7 +613,7 @@ tsr_status cpu_attention_decode_run(const cpu_exec *exec, const attention_geomet
     } else {
       /* the tiles' padding (past the head dimension) must read as zeros */
       memset(job.scratch, 0, bytes);
-      cpu_pool_run_threads(exec->pool, threads, run_items, &job);
+      cpu_pool_run_threads(exec->pool, decode_threads(&job, threads), run_items, &job);
       if (job.split_count > 0)
         cpu_pool_parallel_for(exec->pool, job.split_count, 1, combine_range, &job);
     }

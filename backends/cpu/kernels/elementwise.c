@@ -10,10 +10,13 @@
  * by the plugin's instruction set. */
 #include "elementwise.h"
 
-/* Elements per task; tasks are grouped so a chunk of the pool holds at least
- * MIN_ELEMENTS_PER_CHUNK elements. STAGE_ELEMENTS: the f32 buffers of the
+/* Elements per task; tasks are grouped into chunks of the pool by the split
+ * cost model (cpu_grain) at the one-thread rates below (AVX-512, bf16 and
+ * f32 alike within a few percent). STAGE_ELEMENTS: the f32 buffers of the
  * converting path. */
-enum { TASK_ELEMENTS = 4096, STAGE_ELEMENTS = 512, MIN_ELEMENTS_PER_CHUNK = 16384 };
+enum { TASK_ELEMENTS = 4096, STAGE_ELEMENTS = 512 };
+#define ACTIVATION_NS_PER_ELEMENT 0.5
+#define ROPE_NS_PER_ELEMENT 0.5
 
 /* ---- scalar activations (the GEMM epilogue and the plain C kernels) ---- */
 
@@ -97,7 +100,7 @@ static void rope_neox_generic(float *y, const float *x, const float *cosines, co
 }
 
 const elementwise_kernels cpu_elementwise_kernels_generic = {
-    swiglu_generic, gelu_generic, angles_generic, rope_neox_generic, rope_gptj_generic};
+    swiglu_generic, gelu_generic, angles_generic, rope_neox_generic, rope_gptj_generic, NULL};
 
 /* ---- elementwise: y = f(a) or y = f(a, b) ---- */
 
@@ -121,6 +124,7 @@ typedef struct elementwise_job {
   char *y_base;
   int flat;   /* every tensor dense: one row of all elements */
   int direct; /* every tensor f32 with unit-stride rows: no conversion */
+  int half;   /* SwiGLU, one 16-bit dtype, unit-stride rows: swiglu16 */
   int stream;
   int64_t row_length, tasks_per_row;
 } elementwise_job;
@@ -152,6 +156,13 @@ static void elementwise_range(void *context, int64_t begin, int64_t end, int wor
     int64_t a_row = element_offset(job, job->a, row);
     int64_t y_row = element_offset(job, job->y, row);
     int64_t b_row = job->b ? element_offset(job, job->b, row) : 0;
+    if (job->half) {
+      job->kernels->swiglu16((uint16_t *)job->y_base + y_row + start,
+                             (const uint16_t *)job->a_base + a_row + start,
+                             (const uint16_t *)job->b_base + b_row + start, stop - start,
+                             job->y->dtype, job->stream, 1);
+      continue;
+    }
     if (job->direct) {
       const float *b = job->b ? (const float *)job->b_base + b_row + start : NULL;
       apply(job, (float *)job->y_base + y_row + start, (const float *)job->a_base + a_row + start,
@@ -187,15 +198,17 @@ static void elementwise_run(const cpu_exec *exec, elementwise_job *job) {
   job->flat = is_dense(job->a) && is_dense(job->y) && (!job->b || is_dense(job->b));
   job->row_length = job->flat ? numel : y->shape[y->rank - 1];
   int64_t rows = job->flat ? 1 : tsr_plugin_row_count(y);
-  job->direct =
-      job->a->dtype == TSR_DTYPE_F32 && y->dtype == TSR_DTYPE_F32 &&
-      (job->flat || (job->a->strides[job->a->rank - 1] == 1 && y->strides[y->rank - 1] == 1 &&
-                     (!job->b || job->b->strides[job->b->rank - 1] == 1)));
+  int unit_rows =
+      job->flat || (job->a->strides[job->a->rank - 1] == 1 && y->strides[y->rank - 1] == 1 &&
+                    (!job->b || job->b->strides[job->b->rank - 1] == 1));
+  job->direct = unit_rows && job->a->dtype == TSR_DTYPE_F32 && y->dtype == TSR_DTYPE_F32;
+  job->half = unit_rows && job->approximate < 0 && job->kernels->swiglu16 &&
+              y->dtype != TSR_DTYPE_F32 && job->a->dtype == y->dtype && job->b->dtype == y->dtype;
   job->stream = should_stream(numel, y->dtype);
   job->tasks_per_row = (job->row_length + TASK_ELEMENTS - 1) / TASK_ELEMENTS;
   int64_t task_elements = job->row_length < TASK_ELEMENTS ? job->row_length : TASK_ELEMENTS;
-  int64_t grain = MIN_ELEMENTS_PER_CHUNK / task_elements;
-  cpu_pool_parallel_for(exec->pool, rows * job->tasks_per_row, grain > 0 ? grain : 1,
+  cpu_pool_parallel_for(exec->pool, rows * job->tasks_per_row,
+                        cpu_grain(ACTIVATION_NS_PER_ELEMENT * (double)task_elements),
                         elementwise_range, job);
 }
 
@@ -320,8 +333,8 @@ tsr_status cpu_rope_run(const cpu_exec *exec, const tsr_rope_args *args) {
   for (int64_t i = 0; i < job.half; i++)
     job.inverse_frequency[i] = pow((double)args->theta, -2.0 * (double)i / args->rotary_dim);
   int64_t token_elements = job.heads * job.head_dim;
-  int64_t grain = MIN_ELEMENTS_PER_CHUNK / token_elements;
-  cpu_pool_parallel_for(exec->pool, tokens, grain > 0 ? grain : 1, rope_range, &job);
+  cpu_pool_parallel_for(exec->pool, tokens, cpu_grain(ROPE_NS_PER_ELEMENT * (double)token_elements),
+                        rope_range, &job);
   free(job.scratch);
   free(job.inverse_frequency);
   return TSR_OK;

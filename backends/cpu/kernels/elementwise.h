@@ -52,6 +52,11 @@ typedef struct elementwise_kernels {
    * and its sine as (-s, s) */
   void (*rope_gptj)(float *y, const float *x, const float *cos2, const float *sin2, int64_t rotary,
                     int64_t dim, int stream);
+  /* SwiGLU on unit-stride f16 or bf16 rows of one dtype, converted in
+   * registers (no staging pass); NULL: the staged f32 path. Results equal
+   * the staged path's bit for bit. */
+  void (*swiglu16)(uint16_t *y, const uint16_t *gate, const uint16_t *up, int64_t count,
+                   int32_t dtype, int stream, int prefetch);
 } elementwise_kernels;
 
 /* The reduction of angles to [-pi/4, pi/4] (vector kernels, in double):

@@ -176,7 +176,7 @@ TARGET_AVX2 static void rope_gptj_avx2(float *y, const float *x, const float *co
   rope_gptj_generic(y + i, x + i, cos2 + i, sin2 + i, rotary - i, dim - i, 0);
 }
 
-const elementwise_kernels cpu_elementwise_kernels_avx2 = {swiglu_avx2, gelu_avx2, angles_avx2,
-                                                          rope_neox_avx2, rope_gptj_avx2};
+const elementwise_kernels cpu_elementwise_kernels_avx2 = {
+    swiglu_avx2, gelu_avx2, angles_avx2, rope_neox_avx2, rope_gptj_avx2, NULL};
 
 #endif /* CPU_KERNELS_HAVE_AVX2 */

@@ -153,7 +153,32 @@ TARGET_AVX512 static void rope_gptj_avx512(float *y, const float *x, const float
   }
 }
 
+TARGET_AVX512 static ALWAYS_INLINE void swiglu16_step_avx512(uint16_t *y, const uint16_t *gate,
+                                                             const uint16_t *up, int32_t dtype,
+                                                             __mmask16 m, int stream) {
+  __m512 g = load16_half_avx512(gate, dtype, m), u = load16_half_avx512(up, dtype, m);
+  __m256i out = to_half16_avx512(_mm512_mul_ps(silu_fast_avx512(g), u), dtype);
+  if (stream && m == 0xffff && ((uintptr_t)y & 31u) == 0)
+    _mm256_stream_si256((__m256i *)y, out);
+  else
+    _mm256_mask_storeu_epi16(y, m, out);
+}
+
+TARGET_AVX512 static void swiglu16_avx512(uint16_t *y, const uint16_t *gate, const uint16_t *up,
+                                          int64_t count, int32_t dtype, int stream, int prefetch) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    if (prefetch && (i & 31) == 0) { /* a 64-byte line of each input every 32 elements */
+      _mm_prefetch((const char *)(gate + i + PREFETCH_AHEAD_ELEMENTS), _MM_HINT_T2);
+      _mm_prefetch((const char *)(up + i + PREFETCH_AHEAD_ELEMENTS), _MM_HINT_T2);
+    }
+    swiglu16_step_avx512(y + i, gate + i, up + i, dtype, 0xffff, stream);
+  }
+  if (i < count)
+    swiglu16_step_avx512(y + i, gate + i, up + i, dtype, lanes_avx512(count - i), stream);
+}
+
 const elementwise_kernels cpu_elementwise_kernels_avx512 = {
-    swiglu_avx512, gelu_avx512, angles_avx512, rope_neox_avx512, rope_gptj_avx512};
+    swiglu_avx512, gelu_avx512, angles_avx512, rope_neox_avx512, rope_gptj_avx512, swiglu16_avx512};
 
 #endif /* CPU_KERNELS_HAVE_AVX2 */

@@ -30,6 +30,9 @@
  * the rows processed together (each row block packs B again). */
 #ifndef CPU_GEMM_ACCUM_BUDGET_BYTES
 #define CPU_GEMM_ACCUM_BUDGET_BYTES (64 << 20)
+/* One thread's rate on the fastest micro-kernel (f32 AVX-512 about 100-150
+ * GFLOP/s a core; bf16 dot products twice that): the split cost model's input. */
+#define GEMM_FLOPS_PER_NS 150.0
 #endif
 
 enum { GEMM_LINE_MAX = 4096 };
@@ -530,7 +533,11 @@ static void run_problem(const gemm_plan *plan, const gemm_problem *p, int worker
                           .accum_in_d = accum_in_d && k_slices > 1};
         step.mc = round_up((rows + step.blocks - 1) / step.blocks, plan->mr);
         int64_t units = step.blocks * step.strips;
-        step.shares = parallel ? (int)min64(plan->threads, units) : 1;
+        /* no share smaller than the split cost model's chunk */
+        int64_t by_work = (int64_t)(2.0 * (double)rows * (double)cols * (double)kc /
+                                    GEMM_FLOPS_PER_NS / CPU_CHUNK_MIN_NS);
+        step.shares =
+            parallel ? (int)min64(min64(plan->threads, units), by_work > 1 ? by_work : 1) : 1;
         if (step.shares > 1)
           cpu_pool_run_threads(plan->pool, step.shares, compute_share, &step);
         else
@@ -551,44 +558,46 @@ static void run_problems_serially(void *context, int64_t begin, int64_t end, int
     run_problem(set->plan, &set->problems[i], worker, false);
 }
 
-/* Packing memory is kept by the calling thread between calls (a queue's
- * worker runs every kernel of its queue), so that repeated GEMMs do not fault
- * in fresh pages each time. Larger needs than the cap are not kept. */
+/* Packing memory is kept between calls, so that repeated GEMMs do not fault
+ * in fresh pages each time: per thread, in `kept`. The thread that runs a
+ * queue's commands (its worker, or the application's thread inside
+ * tsr_queue_finish) exchanges it with the queue's own for the time
+ * (cpu_gemm_scratch_exchange), so the memory belongs to the queue; pool
+ * workers keep theirs until they exit. Larger needs than the cap are not
+ * kept. */
 enum { GEMM_KEPT_WORKSPACE_MAX_BYTES = 160 << 20 };
-static _Thread_local struct {
-  char *memory;
-  size_t bytes;
-} thread_workspace;
+static _Thread_local cpu_gemm_scratch kept;
 
-/* The per-thread scratch of cpu_tile_gemm_f32. */
-static _Thread_local struct {
-  char *memory;
-  size_t bytes;
-} tile_workspace;
+void cpu_gemm_scratch_exchange(cpu_gemm_scratch *slot) {
+  cpu_gemm_scratch mine = kept;
+  kept = *slot;
+  *slot = mine;
+}
+
+void cpu_gemm_scratch_free(cpu_gemm_scratch *slot) {
+  free(slot->packing);
+  free(slot->tile);
+  *slot = (cpu_gemm_scratch){0};
+}
 
 void cpu_gemm_release_thread_workspace(void) {
-  free(thread_workspace.memory);
-  thread_workspace.memory = NULL;
-  thread_workspace.bytes = 0;
-  free(tile_workspace.memory);
-  tile_workspace.memory = NULL;
-  tile_workspace.bytes = 0;
+  cpu_gemm_scratch_free(&kept);
 }
 
 /* 64-byte aligned memory of at least `bytes`; *owned says whether the caller
  * must free it (not kept for the thread). */
 static char *workspace_acquire(size_t bytes, bool *owned) {
   *owned = false;
-  if (bytes <= thread_workspace.bytes)
-    return thread_workspace.memory;
+  if (bytes <= kept.packing_bytes)
+    return kept.packing;
   if (bytes > GEMM_KEPT_WORKSPACE_MAX_BYTES) {
     *owned = true;
     return aligned_alloc(64, round_up((int64_t)bytes, 64));
   }
-  free(thread_workspace.memory);
-  thread_workspace.memory = aligned_alloc(64, round_up((int64_t)bytes, 64));
-  thread_workspace.bytes = thread_workspace.memory ? bytes : 0;
-  return thread_workspace.memory;
+  free(kept.packing);
+  kept.packing = aligned_alloc(64, round_up((int64_t)bytes, 64));
+  kept.packing_bytes = kept.packing ? bytes : 0;
+  return kept.packing;
 }
 
 /* Bytes rounded up to whole 64-byte lines (at least one). */
@@ -839,13 +848,13 @@ void cpu_tile_gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t 
   const int64_t kc_all = min64(k > 0 ? k : 1, kc_max);
   size_t a_bytes = line_bytes(round_up(m, mr) * kc_all * 4);
   size_t b_bytes = line_bytes(round_up(n, nr) * kc_all * 4);
-  if (tile_workspace.bytes < a_bytes + b_bytes) {
-    free(tile_workspace.memory);
-    tile_workspace.memory = aligned_alloc(64, a_bytes + b_bytes);
-    tile_workspace.bytes = tile_workspace.memory ? a_bytes + b_bytes : 0;
+  if (kept.tile_bytes < a_bytes + b_bytes) {
+    free(kept.tile);
+    kept.tile = aligned_alloc(64, a_bytes + b_bytes);
+    kept.tile_bytes = kept.tile ? a_bytes + b_bytes : 0;
   }
-  float *a_pack = (float *)tile_workspace.memory;
-  float *b_pack = (float *)(tile_workspace.memory + a_bytes);
+  float *a_pack = (float *)kept.tile;
+  float *b_pack = (float *)(kept.tile + a_bytes);
   if (!a_pack) { /* no scratch: plain loops, still correct */
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) {

@@ -248,8 +248,12 @@ static tsr_status gemv_one(const cpu_exec *exec, int isa, const gemm_problem *p,
     parts = 1;
   if (job.layout == GEMV_B_COLUMNS && p->n >= 16 * (int64_t)threads)
     parts = 1;
+  /* the split cost model: no share smaller than its chunk of work */
+  int64_t by_work = (int64_t)((double)p->k * (double)p->n * GEMV_NS_PER_WEIGHT / CPU_CHUNK_MIN_NS);
+  if (parts > by_work)
+    parts = by_work > 1 ? (int)by_work : 1;
   job.parts = parts;
-  job.shares = parts > 1 ? parts : (int)min64(threads, (p->n + 15) / 16);
+  job.shares = parts > 1 ? parts : (int)min64(min64(threads, (p->n + 15) / 16), by_work);
   if (job.shares < 1)
     job.shares = 1;
   job.pairs = isa == CPU_ISA_AVX512 && job.layout == GEMV_B_ROWS && p->b.dtype == TSR_DTYPE_BF16;
@@ -260,7 +264,9 @@ static tsr_status gemv_one(const cpu_exec *exec, int isa, const gemm_problem *p,
   }
   cpu_pool_run_threads(exec->pool, job.shares, gemv_share, &job);
   int64_t chunks = (p->n + GEMV_SUM_COLUMNS - 1) / GEMV_SUM_COLUMNS;
-  cpu_pool_parallel_for(exec->pool, chunks, 2, gemv_finish, &job);
+  cpu_pool_parallel_for(exec->pool, chunks,
+                        cpu_grain(GEMV_NS_PER_WEIGHT * GEMV_SUM_COLUMNS * (double)parts),
+                        gemv_finish, &job);
   free(partials_block);
   free(a_copy);
   return TSR_OK;

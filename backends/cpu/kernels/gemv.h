@@ -16,6 +16,10 @@
 #include <immintrin.h>
 #endif
 
+/* One thread's time per weight streamed (bf16 weights from memory; f32 a
+ * little more): the split cost model's input (cpu_grain). */
+#define GEMV_NS_PER_WEIGHT 0.1
+
 enum {
   /* K per thread below which splitting K costs more than it gains. */
   GEMV_MIN_K_PER_PART = 256,

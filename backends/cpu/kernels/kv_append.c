@@ -14,9 +14,9 @@
 
 #include "cpu_kernel_util.h"
 
-/* Below this many bytes per share the pool's hand-over costs more than the
- * copy saves. */
-enum { KV_APPEND_MIN_SHARE_BYTES = 64 << 10 };
+/* Bytes per share: about CPU_CHUNK_MIN_NS of copying (the split cost
+ * model). */
+enum { KV_APPEND_MIN_SHARE_BYTES = 256 << 10 };
 
 typedef struct kv_append_job {
   const tsr_kv_append_args *args;

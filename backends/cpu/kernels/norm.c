@@ -252,7 +252,8 @@ tsr_status cpu_rmsnorm_run(const cpu_exec *exec, const tsr_rmsnorm_args *args) {
   job.direct = job.rows.kernels->rms_step && all_rows_f32(tensors, 4);
   job.direct16 =
       job.rows.kernels->rms16_step && !args->residual.buffer && half_rows(&args->x, &args->y);
-  cpu_pool_parallel_for(exec->pool, rows, row_grain(width), rmsnorm_range, &job);
+  cpu_pool_parallel_for(exec->pool, rows, row_grain(width, RMSNORM_NS_PER_ELEMENT), rmsnorm_range,
+                        &job);
   free(job.rows.scratch);
   return TSR_OK;
 }
@@ -370,7 +371,8 @@ tsr_status cpu_layernorm_run(const cpu_exec *exec, const tsr_layernorm_args *arg
   const tsr_plugin_tensor *tensors[2] = {&args->x, &args->y};
   job.direct = job.rows.kernels->ln_step && all_rows_f32(tensors, 2);
   job.direct16 = job.rows.kernels->ln16_step && half_rows(&args->x, &args->y);
-  cpu_pool_parallel_for(exec->pool, rows, row_grain(width), layernorm_range, &job);
+  cpu_pool_parallel_for(exec->pool, rows, row_grain(width, LAYERNORM_NS_PER_ELEMENT),
+                        layernorm_range, &job);
   free(job.rows.scratch);
   return TSR_OK;
 }

@@ -29,7 +29,12 @@
 #include "cpu_internal.h"
 #include "cpu_kernel_util.h"
 
-enum { MIN_ELEMENTS_PER_CHUNK = 16384 };
+/* One-thread rates of the row kernels on AVX-512 (f32 rows from L2, 2026
+ * EPYC and Xeon machines), the split cost model's input (cpu_grain). */
+#define RMSNORM_NS_PER_ELEMENT 0.25
+#define LAYERNORM_NS_PER_ELEMENT 0.3
+#define SOFTMAX_NS_PER_ELEMENT 0.45
+#define CROSS_ENTROPY_NS_PER_ELEMENT 0.45
 /* Softmax's fused step works in blocks of this many elements: a block is
  * read from memory once (its max), its exponentials are taken from L1 (4 KiB
  * blocks: 12.2-13.1 ms against 14.3 for 1 KiB on Zen 5, 8192 x 8192). */
@@ -223,9 +228,8 @@ static inline float *shared_scratch(const row_job *job, const cpu_exec *exec) {
   return job->scratch + job->worker_floats * (size_t)(threads > 0 ? threads : 1);
 }
 
-static inline int64_t row_grain(int64_t row_length) {
-  int64_t grain = MIN_ELEMENTS_PER_CHUNK / (row_length > 0 ? row_length : 1);
-  return grain > 0 ? grain : 1;
+static inline int64_t row_grain(int64_t row_length, double ns_per_element) {
+  return cpu_grain(ns_per_element * (double)(row_length > 0 ? row_length : 1));
 }
 
 /* Optional per-channel vector (weight or bias) as f32: where it lies when it

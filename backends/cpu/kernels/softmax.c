@@ -158,7 +158,8 @@ tsr_status cpu_softmax_run(const cpu_exec *exec, const tsr_softmax_args *args) {
   const tsr_plugin_tensor *tensors[2] = {&args->x, &args->y};
   job.direct = job.rows.kernels->softmax_step && all_rows_f32(tensors, 2);
   job.direct16 = job.rows.kernels->sm16_step && half_rows(&args->x, &args->y);
-  cpu_pool_parallel_for(exec->pool, rows, row_grain(width), softmax_range, &job);
+  cpu_pool_parallel_for(exec->pool, rows, row_grain(width, SOFTMAX_NS_PER_ELEMENT), softmax_range,
+                        &job);
   free(job.rows.scratch);
   return TSR_OK;
 }
@@ -272,7 +273,8 @@ tsr_status cpu_cross_entropy_run(const cpu_exec *exec, const tsr_cross_entropy_a
     job.bad[i].row = -1;
   const tsr_plugin_tensor *tensors[1] = {&args->logits};
   job.direct = job.rows.kernels->xe_step && all_rows_f32(tensors, 1);
-  cpu_pool_parallel_for(exec->pool, rows, row_grain(vocab), cross_entropy_range, &job);
+  cpu_pool_parallel_for(exec->pool, rows, row_grain(vocab, CROSS_ENTROPY_NS_PER_ELEMENT),
+                        cross_entropy_range, &job);
 
   int64_t first = -1;
   for (int i = 0; i < threads; i++)
