@@ -57,8 +57,10 @@ bool timing_sample(const timing_plan *plan, int set_count, const timing_ops *ops
 /* Seconds of back-to-back warm-up a device of this type gets (GPUs: 0.2). */
 double timing_warmup_seconds(int device_type);
 /* The warm-up of a plan, for any timed thing: plan->warmup runs, then
- * rounds of set_count runs until plan->warmup_seconds have passed, each
- * round waited for (`finish`), so that the clock measures the device.
+ * rounds of set_count runs until plan->warmup_seconds have passed since
+ * the first round ended (its one-time costs, such as pipeline builds, warm
+ * nothing), each round waited for (`finish`), so that the clock measures
+ * the device.
  * `run(context, i)` runs input set i % set_count. False as soon as `run` or
  * `finish` fails (they report why). */
 bool timing_warm_up(const timing_plan *plan, int set_count, bool (*run)(void *context, int i),
