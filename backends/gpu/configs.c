@@ -52,8 +52,8 @@
   KERNEL_DECODE_DT(f32, DP, RT) KERNEL_DECODE_DT(bf16, DP, RT) KERNEL_DECODE_DT(f16, DP, RT)
 #define KERNEL_DECODE_COMBINE(dt, T) {TSR_DECODE_COMBINE_NAME(dt), 0, 0},
 #define KERNEL_DECODE_MMA(DP, BKV, W, S)                                                           \
-  {TSR_DECODE_MMA_NAME(bf16, DP), TSR_GPU_DECODE_MMA_SMEM(DP, BKV, S), (W)*32},                    \
-      {TSR_DECODE_MMA_NAME(f16, DP), TSR_GPU_DECODE_MMA_SMEM(DP, BKV, S), (W)*32},
+  {TSR_DECODE_MMA_NAME(bf16, DP, BKV, S), TSR_GPU_DECODE_MMA_SMEM(DP, BKV, S), (W)*32},            \
+      {TSR_DECODE_MMA_NAME(f16, DP, BKV, S), TSR_GPU_DECODE_MMA_SMEM(DP, BKV, S), (W)*32},
 
 static const gpu_kernel_info portable_kernels[] = {
     TSR_GEMM_MMA_CONFIGS(KERNEL_MMA)
@@ -156,16 +156,32 @@ static const gpu_attention_config attention_generic = {.name = "flash_generic",
 enum { PORTABLE_FLASH = sizeof portable_flash / sizeof portable_flash[0] };
 /* Split-KV decode: the heuristic's split count, then forced ones (tune);
  * on tensor cores first (bf16 / f16 on GPUs with mma.sync), then on CUDA
- * cores (any dtype). */
+ * cores (any dtype). The tensor-core rows without a tile run the head-dim
+ * class's default kernel (TSR_DECODE_MMA_DEFAULTS); the tile variants
+ * before them (TSR_DECODE_MMA_VARIANTS, heuristic split count) run their
+ * own kernel and only head dims of their class (DP / 2 < D <= DP). */
 #define DECODE_AUTO(NAME, MMA)                                                                     \
   {.name = NAME, .kind = GPU_ATTENTION_DECODE, .smem = 0, .splits = 0, .mma = MMA},
 #define DECODE_ROW(N)                                                                              \
   {.name = "decode_split" #N, .kind = GPU_ATTENTION_DECODE, .smem = 0, .splits = N},
 #define DECODE_MMA_ROW(N)                                                                          \
   {.name = "decode_mma_split" #N, .kind = GPU_ATTENTION_DECODE, .smem = 0, .splits = N, .mma = 1},
+#define DECODE_MMA_TILE(DP, BKV, W, S)                                                             \
+  {.name = "decode_mma_d" #DP "_k" #BKV "_s" #S,                                                   \
+   .kind = GPU_ATTENTION_DECODE,                                                                   \
+   .head_dim_max = DP,                                                                             \
+   .block_kv = BKV,                                                                                \
+   .kv_stages = S,                                                                                 \
+   .smem = TSR_GPU_DECODE_MMA_SMEM(DP, BKV, S),                                                    \
+   .kernels = {NULL, TSR_DECODE_MMA_NAME(f16, DP, BKV, S), TSR_DECODE_MMA_NAME(bf16, DP, BKV, S)}, \
+   .warps = W,                                                                                     \
+   .engine = "mma.sync",                                                                           \
+   .splits = 0,                                                                                    \
+   .mma = 1},
 static const gpu_attention_config attention_decode[] = {
-    DECODE_AUTO("decode_mma_split_auto", 1) TSR_DECODE_SPLITS(DECODE_MMA_ROW)
-        DECODE_AUTO("decode_split_auto", 0) TSR_DECODE_SPLITS(DECODE_ROW)};
+    TSR_DECODE_MMA_VARIANTS(DECODE_MMA_TILE) DECODE_AUTO("decode_mma_split_auto", 1)
+        TSR_DECODE_SPLITS(DECODE_MMA_ROW) DECODE_AUTO("decode_split_auto", 0)
+            TSR_DECODE_SPLITS(DECODE_ROW)};
 enum { PORTABLE_DECODE = sizeof attention_decode / sizeof attention_decode[0] };
 
 const gpu_threads_config gpu_rows_configs[3] = {
@@ -222,10 +238,13 @@ int gpu_decode_dim_class(int64_t head_dim) {
   return head_dim <= 64 ? 0 : head_dim <= 128 ? 1 : head_dim <= 256 ? 2 : -1;
 }
 
+/* The head-dim classes' default tensor-core decode kernels. */
 #define DECODE_MMA_SMEM(DP, BKV, W, S) TSR_GPU_DECODE_MMA_SMEM(DP, BKV, S),
 #define DECODE_MMA_KEYS(DP, BKV, W, S) BKV,
-static const int decode_mma_smem[GPU_DECODE_DIMS] = {TSR_DECODE_MMA_CONFIGS(DECODE_MMA_SMEM)};
-static const int decode_mma_keys[GPU_DECODE_DIMS] = {TSR_DECODE_MMA_CONFIGS(DECODE_MMA_KEYS)};
+#define DECODE_MMA_STAGES(DP, BKV, W, S) S,
+static const int decode_mma_smem[GPU_DECODE_DIMS] = {TSR_DECODE_MMA_DEFAULTS(DECODE_MMA_SMEM)};
+static const int decode_mma_keys[GPU_DECODE_DIMS] = {TSR_DECODE_MMA_DEFAULTS(DECODE_MMA_KEYS)};
+static const int decode_mma_stages[GPU_DECODE_DIMS] = {TSR_DECODE_MMA_DEFAULTS(DECODE_MMA_STAGES)};
 
 int gpu_decode_mma_smem(int dim_class) {
   return decode_mma_smem[dim_class];
@@ -396,8 +415,8 @@ static bool build_named(gpu_catalog *c, char *why, size_t capacity) {
       c->decode_mma_kernel[d][dim] = -1;
       if (d == 0)
         continue; /* 16-bit only */
-      snprintf(name, sizeof name, "tsr_attention_decode_mma_%s_d%d", dtype_tags[d],
-               decode_dims[dim]);
+      snprintf(name, sizeof name, "tsr_attention_decode_mma_%s_d%d_k%d_s%d", dtype_tags[d],
+               decode_dims[dim], decode_mma_keys[dim], decode_mma_stages[dim]);
       ok = resolve(c, name, &c->decode_mma_kernel[d][dim], why, capacity);
     }
   }

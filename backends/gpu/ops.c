@@ -141,21 +141,32 @@ enum { DECODE_MIN_CHUNK = 256, DECODE_WAVES = 4 };
  * it), each chunk at least DECODE_MIN_CHUNK keys; chunks are whole steps of
  * the kernel's block (and whole cache blocks where those are larger). */
 static tsr_status run_decode(gpu_queue *queue, tsr_gpu_attention_params *p,
-                             const gpu_attention_config *c, int32_t dtype) {
+                             const gpu_attention_prepared *prepared, int32_t dtype) {
   const gpu_device *device = queue->device;
+  const gpu_attention_config *c = prepared->config;
   const int slot = gpu_dtype_slot(dtype), dim = gpu_decode_dim_class(p->head_dim);
   const int64_t max_q = p->max_seqlen_q > 0 ? p->max_seqlen_q : 1;
   const int rt = c->mma ? TSR_GPU_DECODE_MMA_ROWS : gpu_decode_tile_rows(p->group * max_q);
-  const gpu_kernel *kernel =
-      c->mma ? device->decode_mma[slot][dim] : device->decode[slot][dim][rt == 4 ? 0 : 1];
+  /* a tensor-core tile variant's own kernel, else the head-dim class's */
+  const bool tiled = c->mma && c->block_kv > 0;
+  const gpu_kernel *kernel = tiled    ? prepared->kernel
+                             : c->mma ? device->decode_mma[slot][dim]
+                                      : device->decode[slot][dim][rt == 4 ? 0 : 1];
   const gpu_kernel *combine = device->decode_combine[slot];
   /* the kernel's keys per block step (attention_decode.cu), or per tile
    * (attention_decode_mma.cu) */
   const int dp = 64 << dim, vector = 16 / gpu_element_size(dtype), row_vectors = dp / vector;
   const int lanes = row_vectors < 32 ? row_vectors : 32;
   const int steps = (rt > 4 ? 4 : 8) / (row_vectors / lanes);
-  int64_t granule = c->mma ? gpu_decode_mma_keys(dim)
-                           : (int64_t)(TSR_GPU_DECODE_THREADS / 32) * (32 / lanes) * steps;
+  int64_t granule = tiled    ? c->block_kv
+                    : c->mma ? gpu_decode_mma_keys(dim)
+                             : (int64_t)(TSR_GPU_DECODE_THREADS / 32) * (32 / lanes) * steps;
+  const unsigned smem = tiled ? (unsigned)c->smem : c->mma ? (unsigned)gpu_decode_mma_smem(dim) : 0;
+  /* softcap's constants (the tensor-core kernel's tanh through exp2) */
+  if (p->softcap > 0.0f) {
+    p->cap_exp2 = 2.8853900817779268f / p->softcap;
+    p->cap_log2 = p->softcap * 1.4426950408889634f;
+  }
   if (p->paged && p->block_size > granule && p->block_size % granule == 0)
     granule = p->block_size;
   p->tile_rows = rt;
@@ -181,7 +192,7 @@ static tsr_status run_decode(gpu_queue *queue, tsr_gpu_attention_params *p,
   p->partials = gpu_workspace_data(queue);
   const unsigned tiles = (unsigned)(p->heads_kv * p->row_groups);
   status = gpu_launch(queue, kernel, (uint64_t)splits, tiles, (unsigned)p->batch,
-                      TSR_GPU_DECODE_THREADS, c->mma ? (unsigned)gpu_decode_mma_smem(dim) : 0, p);
+                      TSR_GPU_DECODE_THREADS, smem, p);
   if (status == TSR_OK)
     status = gpu_launch(queue, combine, tiles, 1, (unsigned)p->batch, TSR_GPU_DECODE_THREADS, 0, p);
   return status;
@@ -238,7 +249,7 @@ static tsr_status run_attention(gpu_queue *queue, const tsr_attention_args *a,
         gpu_launch(queue, prepared->kernel, (uint64_t)(tiles < 1 ? 1 : tiles), (unsigned)p.heads_q,
                    (unsigned)batch, (unsigned)c->warps * 32, (unsigned)c->smem, &p);
   } else if (c->kind == GPU_ATTENTION_DECODE) {
-    status = run_decode(queue, &p, c, a->q.dtype);
+    status = run_decode(queue, &p, prepared, a->q.dtype);
   } else {
     int tile = gpu_attention_generic_tile(p.head_dim, queue->device->dynamic_smem_limit);
     p.kv_tile = tile;

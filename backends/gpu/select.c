@@ -399,19 +399,33 @@ static bool kv_rows_of_16_bytes(const tsr_plugin_tensor *t) {
   return true;
 }
 
+/* The split kernel decode row i launches for dtype slot `slot` and head-dim
+ * class `dim` (NULL: none): a tile variant's own (prepared with the row),
+ * else the class's default. */
+static const gpu_kernel *decode_kernel_of(const gpu_device *device, int i, int slot, int dim,
+                                          int64_t tile_rows) {
+  const gpu_attention_config *c = catalog_of(device)->attention[i];
+  if (slot < 0 || dim < 0)
+    return NULL;
+  if (c->mma && c->block_kv > 0)
+    return device->attention[i][slot].kernel;
+  return c->mma ? device->decode_mma[slot][dim] : device->decode[slot][dim][tile_rows == 4 ? 0 : 1];
+}
+
 /* The split-KV decode kernels: few query rows a sequence (max_seqlen_q up
  * to TSR_GPU_DECODE_MAX_Q), head dims up to 256 in whole 16-byte vectors,
- * k and v readable 16 bytes at a time. */
-static bool decode_runs(const gpu_device *device, const gpu_attention_config *c,
-                        const tsr_attention_args *a, const attention_shape *s, char *why,
-                        size_t capacity) {
+ * k and v readable 16 bytes at a time; a tile variant only its class's
+ * head dims. */
+static bool decode_runs(const gpu_device *device, int i, const tsr_attention_args *a,
+                        const attention_shape *s, char *why, size_t capacity) {
+  const gpu_attention_config *c = catalog_of(device)->attention[i];
   const int slot = gpu_dtype_slot(a->q.dtype), dim = gpu_decode_dim_class(s->head_dim);
   const int64_t vector = 16 / (int64_t)tsr_plugin_dtype_size(a->q.dtype);
   const int64_t group = s->heads_q / s->heads_kv;
   const int64_t rows = group * s->max_q;
   const int64_t tile = c->mma ? TSR_GPU_DECODE_MMA_ROWS : gpu_decode_tile_rows(rows);
-  if (c->mma && a->q.dtype != TSR_DTYPE_F16 && a->q.dtype != TSR_DTYPE_BF16) {
-    snprintf(why, capacity, "%s takes f16 and bf16", c->name);
+  if (slot < 0 || (c->mma && a->q.dtype != TSR_DTYPE_F16 && a->q.dtype != TSR_DTYPE_BF16)) {
+    snprintf(why, capacity, "%s takes %s", c->name, c->mma ? "f16 and bf16" : "f32, f16 and bf16");
     return false;
   }
   if (s->max_q > TSR_GPU_DECODE_MAX_Q) {
@@ -425,6 +439,11 @@ static bool decode_runs(const gpu_device *device, const gpu_attention_config *c,
              (long long)s->head_dim);
     return false;
   }
+  if (c->block_kv > 0 && dim != gpu_decode_dim_class(c->head_dim_max)) {
+    snprintf(why, capacity, "%s takes head dims from %d to %d (here %lld)", c->name,
+             c->head_dim_max / 2 + 1, c->head_dim_max, (long long)s->head_dim);
+    return false;
+  }
   if (!kv_rows_of_16_bytes(&a->k) || !kv_rows_of_16_bytes(&a->v)) {
     snprintf(why, capacity,
              "split-KV decode needs k and v with unit stride along the head dim and 16-byte "
@@ -435,8 +454,7 @@ static bool decode_runs(const gpu_device *device, const gpu_attention_config *c,
     snprintf(why, capacity, "split-KV decode's grid holds up to 65535 sequences and kv-head tiles");
     return false;
   }
-  const gpu_kernel *kernel =
-      c->mma ? device->decode_mma[slot][dim] : device->decode[slot][dim][tile == 4 ? 0 : 1];
+  const gpu_kernel *kernel = decode_kernel_of(device, i, slot, dim, tile);
   const gpu_kernel *combine = device->decode_combine[slot];
   if (!kernel || !kernel->function || kernel->blocks_per_sm < 1 || !combine || !combine->function) {
     snprintf(why, capacity, "%s has no %s kernel for this GPU", c->name,
@@ -460,7 +478,7 @@ static bool attention_config_runs(const gpu_device *device, int i, const tsr_att
     return true;
   }
   if (c->kind == GPU_ATTENTION_DECODE)
-    return decode_runs(device, c, a, &s, why, capacity);
+    return decode_runs(device, i, a, &s, why, capacity);
   if (!attention_config_on_device(device, i, a->q.dtype, why, capacity))
     return false;
   if (s.serving && !c->serving) {
@@ -517,6 +535,10 @@ static int attention_candidates(const gpu_device *device, const tsr_attention_ar
       }
       continue;
     }
+    /* (the variant list holds TSR_PLUGIN_MAX_VARIANTS; the generic kernel,
+     * last, always has its place) */
+    if (count == TSR_PLUGIN_MAX_VARIANTS - 1 && c->kind != GPU_ATTENTION_GENERIC)
+      continue;
     if (c->kind == GPU_ATTENTION_FLASH) {
       if (flash_pick < 0 || c->head_dim_max < pick_dim) {
         flash_pick = count;
@@ -533,22 +555,42 @@ static int attention_candidates(const gpu_device *device, const tsr_attention_ar
     return 0;
   }
   /* Serving problems with few query rows a sequence: split-KV decode (its
-   * heuristic's split count), on tensor cores where that runs (listed
-   * first); dense ones keep the tensor-core picks. */
+   * heuristic's split count) on tensor cores where that runs, else on CUDA
+   * cores; dense ones keep the tensor-core picks. */
   const attention_shape shape = attention_shape_of(a);
+  const int slot = gpu_dtype_slot(a->q.dtype), dim = gpu_decode_dim_class(shape.head_dim);
+  int decode_pick = -1, decode_rank = 0;
   for (int i = 0; i < count && shape.serving; i++) {
     const gpu_attention_config *c = catalog->attention[candidates[i]];
-    if (c->kind == GPU_ATTENTION_DECODE && c->splits == 0) {
-      *pick = i;
-      if (reason)
-        snprintf(reason, capacity,
-                 "at most %lld query rows a sequence against up to %lld keys: split-KV decode%s, "
-                 "each K/V row read once for the %lld query heads of its kv head",
-                 (long long)shape.max_q, (long long)shape.max_kv,
-                 c->mma ? " on tensor cores (K/V tiles pipelined through shared memory)" : "",
-                 (long long)(shape.heads_q / shape.heads_kv));
-      return count;
+    if (c->kind != GPU_ATTENTION_DECODE || c->splits != 0)
+      continue;
+    const gpu_kernel *kernel = decode_kernel_of(device, candidates[i], slot, dim, 4);
+    /* the class's default tensor-core row, then a tile variant (on the H200
+     * each measured slower than the default's 64-key tiles: tune lists them),
+     * then CUDA cores */
+    const int rank = !c->mma ? 1 : c->block_kv > 0 ? 2 : kernel ? 3 : 0;
+    if (rank > decode_rank) {
+      decode_pick = i;
+      decode_rank = rank;
     }
+  }
+  if (decode_pick >= 0) {
+    const gpu_attention_config *c = catalog->attention[candidates[decode_pick]];
+    *pick = decode_pick;
+    if (reason) {
+      char tiles[96] = "";
+      if (c->mma && c->block_kv > 0)
+        snprintf(tiles, sizeof tiles, " (%d-key K/V tiles, %d stages through shared memory)",
+                 c->block_kv, c->kv_stages);
+      else if (c->mma)
+        snprintf(tiles, sizeof tiles, " (K/V tiles pipelined through shared memory)");
+      snprintf(reason, capacity,
+               "at most %lld query rows a sequence against up to %lld keys: split-KV decode%s%s, "
+               "each K/V row read once for the %lld query heads of its kv head",
+               (long long)shape.max_q, (long long)shape.max_kv, c->mma ? " on tensor cores" : "",
+               tiles, (long long)(shape.heads_q / shape.heads_kv));
+    }
+    return count;
   }
   /* (max_q: dense Sq, or the bound on a sequence's query rows) */
   const char *form = shape.serving ? " (serving form: per-sequence rows and keys)" : "";
@@ -785,7 +827,13 @@ static void describe(tsr_op op, const gpu_prepared *prepared, char *buf, size_t 
       char splits[32] = "~4 waves";
       if (c->splits > 0)
         snprintf(splits, sizeof splits, "%d", c->splits);
-      if (c->mma)
+      if (c->mma && c->block_kv > 0)
+        snprintf(buf, capacity,
+                 "split-KV decode on tensor cores, D %d-%d, <= %d query rows/seq: block "
+                 "per (seq, kv head, 16 rows, key chunk; chunks: %s), %d-key tiles, %d stages",
+                 c->head_dim_max / 2 + 1, c->head_dim_max, TSR_GPU_DECODE_MAX_Q, splits,
+                 c->block_kv, c->kv_stages);
+      else if (c->mma)
         snprintf(buf, capacity,
                  "split-KV decode on tensor cores, <= %d query rows/seq: block per (seq, kv head, "
                  "16 rows, key chunk; chunks: %s), cp.async K/V stages, f32 partials merged",

@@ -19,8 +19,9 @@
  *   tile) merges the chunks' partials, writes o and lse, and is the one
  *   that decides and reports a sequence's fault (NaN rows); the split
  *   kernel only declines to read a sequence at fault.
- * Partials: [batch][kv head][row tile][split] of ml [RT][2], then o
- * [RT][head_dim] at the end of all the ml entries. */
+ * Partials, the prologue and the epilogue: attention_decode_common.h. */
+
+#include "attention_decode_common.h"
 
 namespace {
 
@@ -31,18 +32,6 @@ TSR_DEVICE uint4 decode_load16(const void *p) {
 #else
   return tsr_load16_stream(p);
 #endif
-}
-
-TSR_DEVICE float decode_exp2(float x) {
-#if defined(__HIPCC__)
-  return exp2f(x);
-#else
-  return attn_exp2(x); /* MUFU; -inf gives 0, NaN stays NaN */
-#endif
-}
-
-TSR_DEVICE int64_t decode_partial_count(const attention_params &p) {
-  return p.batch * p.heads_kv * p.row_groups * p.splits;
 }
 
 template <typename T, int DP, int RT> TSR_DEVICE void decode_body(const attention_params &p) {
@@ -66,50 +55,23 @@ template <typename T, int DP, int RT> TSR_DEVICE void decode_body(const attentio
   const int group_lane = lane % LPK, group = warp * KPW + lane / LPK;
   const int64_t split = blockIdx.x, b = blockIdx.z;
   const int64_t kv_head = blockIdx.y / p.row_groups, tile = blockIdx.y % p.row_groups;
-  const int dim = (int)p.head_dim, vectors = dim / V;
+  const int vectors = (int)p.head_dim / V;
 
-  /* A sequence at fault is the combine kernel's to report; here it is only
-   * never read. Chunks past the keys, and tiles past the query rows, have
-   * no partial (the combine kernel reads none). */
-  const attn_seq seq = attn_seq_head(p, b);
-  if (seq.fault >= 0)
-    return;
-  const int64_t chunk_first = split * p.chunk;
-  if (chunk_first >= seq.kv_len || tile * RT >= seq.q_len * p.group)
-    return;
-  const int64_t chunk_end = chunk_first + p.chunk < seq.kv_len ? chunk_first + p.chunk : seq.kv_len;
-
-  /* Each row's visible keys; the block reads the union within its chunk. */
-  /* (int: key counts stay below 2^31, which validation and op_select check) */
+  /* Each row's visible keys; the block reads their union in its chunk. */
   int row_lo[RT], row_hi[RT];
-  int64_t first = chunk_end, end = chunk_first;
 #pragma unroll
   for (int r = 0; r < RT; r++) {
-    const int64_t row = tile * RT + r, i = row / p.group;
     row_lo[r] = 0;
     row_hi[r] = 0;
-    if (i < seq.q_len) {
-      int64_t lo, hi;
-      key_range_of(p, seq.q_len, seq.kv_len, i, i, &lo, &hi);
-      row_lo[r] = (int)lo;
-      row_hi[r] = (int)(hi > lo ? hi : lo);
-      lo = lo > chunk_first ? lo : chunk_first;
-      hi = hi < chunk_end ? hi : chunk_end;
-      if (lo < hi) {
-        first = lo < first ? lo : first;
-        end = hi > end ? hi : end;
-      }
-    }
   }
-  if (first >= end) {
-    first = chunk_first;
-    end = chunk_first; /* no key: the partial says so */
-  }
-  /* The entries of the keys read; a bad one leaves the partial unwritten
-   * (the combine kernel's scan finds it and reports the sequence). */
-  if (p.paged && first < end &&
-      !attn_table_ok(p, b, first / p.block_size, (end - 1) / p.block_size + 1))
+  decode_span span;
+  if (!decode_span_of<RT>(p, b, split, tile, 1, &span, [&](int r, int lo, int hi) {
+        row_lo[r] = lo;
+        row_hi[r] = hi;
+      }))
     return;
+  const attn_seq &seq = span.seq;
+  const int64_t first = span.first, end = span.end;
 
   /* The rows' query vectors (f32), this lane's columns of them. */
   float q[RT][E];
@@ -192,6 +154,7 @@ template <typename T, int DP, int RT> TSR_DEVICE void decode_body(const attentio
       const int64_t j = key0 + u * KPW + lane / LPK;
 #pragma unroll
       for (int r = 0; r < RT; r++) {
+        /* (tanhf, not decode_capped_log2: that one spills 4-row tiles) */
         float x =
             use_cap ? attn_capped_log2(p, s[u][r]) : attn_poison_infinite(s[u][r] * p.scale_log2);
         if (j >= end || j < row_lo[r] || j >= row_hi[r])
@@ -234,9 +197,7 @@ template <typename T, int DP, int RT> TSR_DEVICE void decode_body(const attentio
     }
   }
 
-  /* The groups' states meet: max over groups, each weighed by
-   * 2^(its max - that max); a group that saw no key weighs 0 (a NaN sum
-   * stays NaN: NaN * 0). */
+  /* The groups' states meet in shared memory; the block writes the merge. */
 #pragma unroll
   for (int r = 0; r < RT; r++) {
 #pragma unroll
@@ -250,29 +211,8 @@ template <typename T, int DP, int RT> TSR_DEVICE void decode_body(const attentio
     }
   }
   __syncthreads();
-  const int64_t partial = ((b * p.heads_kv + kv_head) * p.row_groups + tile) * p.splits + split;
-  float *ml_out = (float *)p.partials + partial * RT * 2;
-  float *o_out = (float *)p.partials + decode_partial_count(p) * RT * 2 + partial * RT * dim;
-  for (int idx = tid; idx < RT * dim; idx += TSR_GPU_DECODE_THREADS) {
-    const int r = idx / dim, d = idx % dim;
-    float top = -INFINITY;
-#pragma unroll
-    for (int g = 0; g < GROUPS; g++)
-      top = fmaxf(top, comb_ml[g][r][0]);
-    float sum = 0.0f, o = 0.0f;
-#pragma unroll
-    for (int g = 0; g < GROUPS; g++) {
-      const float mg = comb_ml[g][r][0];
-      const float w = mg == -INFINITY ? 0.0f : decode_exp2(mg - top);
-      sum += comb_ml[g][r][1] * w;
-      o += comb_o[g][r][d] * w;
-    }
-    o_out[idx] = o;
-    if (d == 0) {
-      ml_out[r * 2] = top;
-      ml_out[r * 2 + 1] = sum;
-    }
-  }
+  decode_write_partial<GROUPS, RT, DP>(p, &comb_ml[0][0][0], &comb_o[0][0][0], b, kv_head, tile,
+                                       split);
 }
 
 /* Merges the partials of one (sequence, kv head, row tile), writes o and

@@ -1,24 +1,29 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Split-KV decode on tensor cores (bf16 / f16, NVIDIA mma.sync). Included
  * after attention.cu (serving helpers, exp2 / pack helpers) and
- * attention_decode.cu (the partial layout and the combine kernel, which
- * merges this kernel's partials too).
+ * attention_decode.cu (the combine kernel, which merges this kernel's
+ * partials too); the prologue, partial layout and epilogue are
+ * attention_decode_common.h's.
  *
- * - tsr_attention_decode_mma_<dt>_d<DP>: a block of 4 warps per (key chunk,
- *   kv head x 16-row tile, sequence), the grid of the split kernel. Its 16
- *   rows are the kv head's query heads x query rows (row = query row *
- *   group + head in group, padded to 16), one m16 tile, so each K/V row read
- *   serves the whole GQA group. K/V tiles of BKV keys stream through shared
- *   memory with cp.async, STAGES - 1 tiles in flight while one is used: the
- *   loads of a block never wait for its math (the CUDA-core kernel's warps
- *   alternate between the two). Each warp takes BKV / 4 keys of every tile:
- *   S = Q K^T and O += P V as m16n8k16 products, its own online softmax
- *   (max, sum, o in mma accumulators); the four warps' states meet in shared
- *   memory at the end and the block writes one partial per row in the split
- *   kernel's format ([split] of ml [16][2], then o [16][head_dim]).
+ * - tsr_attention_decode_mma_<dt>_d<DP>_k<BKV>_s<STAGES>: a block of 4 warps
+ *   per (key chunk, kv head x 16-row tile, sequence), the grid of the split
+ *   kernel. Its 16 rows are the kv head's query heads x query rows (row =
+ *   query row * group + head in group, padded to 16), one m16 tile, so each
+ *   K/V row read serves the whole GQA group. K/V tiles of BKV keys stream
+ *   through shared memory with cp.async, STAGES - 1 tiles in flight while
+ *   one is used: the loads of a block never wait for its math (the
+ *   CUDA-core kernel's warps alternate between the two). Each warp takes
+ *   BKV / 4 keys of every tile (8: one n8 tile of S and P V with k16 half
+ *   zero; else whole k16 steps): S = Q K^T and O += P V as m16n8k16
+ *   products, its own online softmax (max, sum, o in mma accumulators); the
+ *   four warps' states meet in shared memory at the end and the block
+ *   writes one partial per row in the split kernel's format.
  * - Paged keys: a tile lies in one cache block when blocks are whole tiles
- *   (one table entry a tile); otherwise each row reads its entry (already in
- *   L1: the block's table check read the chunk's entries). */
+ *   (one table entry a tile); otherwise each row has its entry. Either way
+ *   a tile's entries are read one iteration before its copy is issued and
+ *   kept in registers, so no copy waits on a table read. */
+
+#include "attention_decode_common.h"
 
 #if !defined(__HIPCC__)
 namespace {
@@ -28,8 +33,9 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
   constexpr int RT = TSR_GPU_DECODE_MMA_ROWS, THREADS = WARPS * 32;
   constexpr int PITCH = DP + TSR_GPU_FLASH_PAD, DK = DP / 16, NT_O = DP / 8, CHUNKS = DP / 8;
   constexpr int KW = BKV / WARPS, NT_S = KW / 8; /* keys of a tile per warp */
-  constexpr int LOAD_ROW_STEP = THREADS / CHUNKS;
-  static_assert(KW % 16 == 0, "a warp's keys are whole k16 steps of P V");
+  constexpr int LOAD_ROW_STEP = THREADS / CHUNKS, LOAD_ROWS = BKV / LOAD_ROW_STEP;
+  static_assert(KW == 8 || KW % 16 == 0, "a warp's keys: one n8 tile or whole k16 steps of P V");
+  static_assert(KW != 8 || (DK % 2 == 0 && NT_O % 4 == 0), "8-key warps take k32 / n32 steps");
   static_assert(THREADS % CHUNKS == 0 && BKV % LOAD_ROW_STEP == 0, "whole row steps a thread");
   static_assert(STAGES >= 2, "at least one tile in flight");
   static_assert(THREADS == TSR_GPU_DECODE_THREADS, "launched as the split kernel");
@@ -46,63 +52,24 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
   const int64_t kv_head = blockIdx.y / p.row_groups, tile = blockIdx.y % p.row_groups;
   const int dim = (int)p.head_dim;
 
-  /* As the split kernel: a sequence at fault is the combine kernel's to
-   * report; chunks past the keys and tiles past the rows have no partial. */
-  const attn_seq seq = attn_seq_head(p, b);
-  if (seq.fault >= 0)
-    return;
-  const int64_t chunk_first = split * p.chunk;
-  if (chunk_first >= seq.kv_len || tile * RT >= seq.q_len * p.group)
-    return;
-  const int64_t chunk_end = chunk_first + p.chunk < seq.kv_len ? chunk_first + p.chunk : seq.kv_len;
-
-  /* The visible keys of this thread's two rows (g, g + 8) and the union of
-   * all 16 rows' within the chunk (int: key counts stay below 2^31). */
+  /* The visible keys of this thread's two rows (g, g + 8); tiles of BKV
+   * keys from the one holding the first key any row sees (chunks are whole
+   * tiles), their table entries checked. */
   int row_lo[2] = {0, 0}, row_hi[2] = {0, 0};
-  int64_t first = chunk_end, end = chunk_first;
-  for (int r = 0; r < RT; r++) {
-    const int64_t i = (tile * RT + r) / p.group;
-    if (i >= seq.q_len)
-      continue;
-    int64_t lo, hi;
-    key_range_of(p, seq.q_len, seq.kv_len, i, i, &lo, &hi);
-    if (r == g || r == g + 8) {
-      row_lo[r == g ? 0 : 1] = (int)lo;
-      row_hi[r == g ? 0 : 1] = (int)(hi > lo ? hi : lo);
-    }
-    lo = lo > chunk_first ? lo : chunk_first;
-    hi = hi < chunk_end ? hi : chunk_end;
-    if (lo < hi) {
-      first = lo < first ? lo : first;
-      end = hi > end ? hi : end;
-    }
-  }
-  if (first >= end) {
-    first = chunk_first;
-    end = chunk_first; /* no key: the partial says so */
-  }
-  /* Tiles of BKV keys from the tile holding `first` (chunks are whole
-   * tiles, so tiles never cross a chunk); the table entries of every key
-   * read are checked, from tile0's on (a bad one leaves the partial
-   * unwritten: the combine kernel's scan finds it and reports it). */
-  const int64_t tile0 = first - (first - chunk_first) % BKV;
-  const int tile_count = end > first ? (int)((end - tile0 + BKV - 1) / BKV) : 0;
-  if (p.paged && first < end &&
-      !attn_table_ok(p, b, tile0 / p.block_size, (end - 1) / p.block_size + 1))
+  decode_span span;
+  if (!decode_span_of<RT>(p, b, split, tile, BKV, &span, [&](int r, int lo, int hi) {
+        if (r == g || r == g + 8) {
+          row_lo[r == g ? 0 : 1] = lo;
+          row_hi[r == g ? 0 : 1] = hi;
+        }
+      }))
     return;
+  const attn_seq &seq = span.seq;
+  const int64_t tile0 = span.tile0;
+  const int end_key = (int)span.end;
+  const int tile_count = span.end > span.first ? (int)((span.end - tile0 + BKV - 1) / BKV) : 0;
 
 #if TSR_GPU_HAS_MMA_SYNC
-  /* The 16 query rows (bits as they are; padding rows and columns 0). */
-  const uint16_t *q_seq = (const uint16_t *)p.q + b * p.q_b + seq.q_first * p.q_s;
-  for (int idx = tid; idx < RT * DP; idx += THREADS) {
-    const int r = idx / DP, c = idx % DP;
-    const int64_t row = tile * RT + r, i = row / p.group, h = kv_head * p.group + row % p.group;
-    uint16_t bits = 0;
-    if (i < seq.q_len && c < dim)
-      bits = q_seq[i * p.q_s + h * p.q_h + (int64_t)c * p.q_d];
-    q_tile[r * PITCH + c] = bits;
-  }
-
   const uint16_t *k_head, *v_head;
   if (p.paged) {
     k_head = (const uint16_t *)p.k + kv_head * p.k_h;
@@ -114,32 +81,57 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
   const bool tile_in_block = p.paged && p.block_size % BKV == 0;
   const int load_col = (tid % CHUNKS) * 8, load_row = tid / CHUNKS;
   const int col_bytes = load_col < dim ? (dim - load_col >= 8 ? 16 : (dim - load_col) * 2) : 0;
-  const int end_key = (int)end;
-  auto load_kv = [&](int stage, int t) {
+  /* (32-bit division: a paged sequence holds fewer than 2^31 keys) */
+  auto entry_of = [&](int j) {
+    return p.block_shift >= 0 ? j >> p.block_shift : j / (int)p.block_size;
+  };
+  /* Paged: the cache block of each row of a tile, read from the table by
+   * thread `row` one iteration before the tile's copy is issued (0 past
+   * `end`: only the entries of keys before it were checked), stored just
+   * before the barrier that precedes the copy: by parity of the tile, as
+   * the next tile's entries are stored while this one's may still be read. */
+  __shared__ int tile_blocks[2][BKV];
+  auto entry_at = [&](int t) {
+    const int j = (int)tile0 + t * BKV + tid;
+    if (!p.paged || tid >= BKV || t >= tile_count || j >= end_key)
+      return 0;
+    return (int)attn_index(p.block_table, b * p.table_b + (int64_t)entry_of(j) * p.table_j);
+  };
+  /* Issues tile t's copy into `stage`: paged rows from tile_blocks, or
+   * (`direct`, the first tiles) from the table itself. Rows past `end` are
+   * zero-filled from nothing. */
+  auto load_kv = [&](int stage, int t, bool direct) {
     const int kv0 = (int)(tile0 + (int64_t)t * BKV);
     uint16_t *ks = k_tiles + stage * BKV * PITCH, *vs = v_tiles + stage * BKV * PITCH;
+    auto block_of_row = [&](int row) {
+      if (!direct)
+        return tile_blocks[t & 1][row];
+      const int j = kv0 + row;
+      return j < end_key
+                 ? (int)attn_index(p.block_table, b * p.table_b + (int64_t)entry_of(j) * p.table_j)
+                 : 0;
+    };
     if (p.paged && !tile_in_block) {
 #pragma unroll
-      for (int r = 0; r < BKV; r += LOAD_ROW_STEP) {
-        const int j = kv0 + load_row + r;
-        /* keys past `end` read nothing (their entries may be unchecked) */
+      for (int r = 0; r < LOAD_ROWS; r++) {
+        const int row = load_row + r * LOAD_ROW_STEP, j = kv0 + row;
         const bool inside = j < end_key && col_bytes > 0;
-        int64_t k_row = 0, v_row = 0;
-        if (j < end_key)
-          attn_key_rows(p, b, 0, j, &k_row, &v_row);
+        const int64_t cache_block = block_of_row(row);
+        const int64_t in_block = j - (int64_t)entry_of(j) * p.block_size;
         const int bytes = inside ? col_bytes : 0;
-        tsr_cp_async16(ks + (load_row + r) * PITCH + load_col,
-                       inside ? k_head + k_row + load_col : k_head, bytes);
-        tsr_cp_async16(vs + (load_row + r) * PITCH + load_col,
-                       inside ? v_head + v_row + load_col : v_head, bytes);
+        tsr_cp_async16(ks + row * PITCH + load_col,
+                       inside ? k_head + cache_block * p.k_b + in_block * p.k_s + load_col : k_head,
+                       bytes);
+        tsr_cp_async16(vs + row * PITCH + load_col,
+                       inside ? v_head + cache_block * p.v_b + in_block * p.v_s + load_col : v_head,
+                       bytes);
       }
       return;
     }
     const uint16_t *k_from, *v_from;
     if (tile_in_block) {
-      const int64_t e = p.block_shift >= 0 ? kv0 >> p.block_shift : kv0 / (int)p.block_size;
-      const int64_t cache_block = attn_index(p.block_table, b * p.table_b + e * p.table_j);
-      const int64_t r0 = kv0 - e * p.block_size + load_row;
+      const int64_t cache_block = block_of_row(0); /* the tile's one entry */
+      const int64_t r0 = kv0 - (int64_t)entry_of(kv0) * p.block_size + load_row;
       k_from = k_head + cache_block * p.k_b + r0 * p.k_s + load_col;
       v_from = v_head + cache_block * p.v_b + r0 * p.v_s + load_col;
     } else {
@@ -148,21 +140,35 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
     }
     const int64_t k_step = (int64_t)LOAD_ROW_STEP * p.k_s, v_step = (int64_t)LOAD_ROW_STEP * p.v_s;
 #pragma unroll
-    for (int r = 0; r < BKV; r += LOAD_ROW_STEP, k_from += k_step, v_from += v_step) {
-      const bool inside = kv0 + load_row + r < end_key && col_bytes > 0;
+    for (int r = 0; r < LOAD_ROWS; r++, k_from += k_step, v_from += v_step) {
+      const int row = load_row + r * LOAD_ROW_STEP;
+      const bool inside = kv0 + row < end_key && col_bytes > 0;
       const int bytes = inside ? col_bytes : 0;
-      tsr_cp_async16(ks + (load_row + r) * PITCH + load_col, inside ? k_from : k_head, bytes);
-      tsr_cp_async16(vs + (load_row + r) * PITCH + load_col, inside ? v_from : v_head, bytes);
+      tsr_cp_async16(ks + row * PITCH + load_col, inside ? k_from : k_head, bytes);
+      tsr_cp_async16(vs + row * PITCH + load_col, inside ? v_from : v_head, bytes);
     }
   };
   /* STAGES - 1 tiles in flight before the first is used (a commit group
    * each, empty past the last tile, so wait<STAGES - 2> always means "the
-   * oldest is here"). */
+   * oldest is here"); then the entries of the first tile the loop copies. */
 #pragma unroll
   for (int s = 0; s < STAGES - 1; s++) {
     if (s < tile_count)
-      load_kv(s, s);
+      load_kv(s, s, true);
     tsr_cp_async_commit();
+  }
+  int next_entry = entry_at(STAGES - 1);
+
+  /* The 16 query rows (bits as they are; padding rows and columns 0),
+   * read while the first tiles load. */
+  const uint16_t *q_seq = (const uint16_t *)p.q + b * p.q_b + seq.q_first * p.q_s;
+  for (int idx = tid; idx < RT * DP; idx += THREADS) {
+    const int r = idx / DP, c = idx % DP;
+    const int64_t row = tile * RT + r, i = row / p.group, h = kv_head * p.group + row % p.group;
+    uint16_t bits = 0;
+    if (i < seq.q_len && c < dim)
+      bits = q_seq[i * p.q_s + h * p.q_h + (int64_t)c * p.q_d];
+    q_tile[r * PITCH + c] = bits;
   }
 
   float o[NT_O][4];
@@ -176,6 +182,8 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
   const bool capped = p.softcap > 0.0f;
 
   for (int it = 0; it < tile_count; it++) {
+    if (p.paged && tid < BKV)
+      tile_blocks[(it + STAGES - 1) & 1][tid] = next_entry;
     tsr_cp_async_wait<STAGES - 2>();
     __syncthreads();
     if (it == 0) {
@@ -183,10 +191,13 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
       for (int kd = 0; kd < DK; kd++)
         tsr_ldmatrix_x4(q_frag[kd], q_tile + (lane & 15) * PITCH + kd * 16 + (lane >> 4) * 8);
     }
-    /* the stage freed by the last iteration (every warp is past it) */
+    /* the stage freed by the last iteration (every warp is past it), from
+     * entries read an iteration ago; then the next tile's entries, which
+     * arrive while this tile is used */
     if (it + STAGES - 1 < tile_count)
-      load_kv((it + STAGES - 1) % STAGES, it + STAGES - 1);
+      load_kv((it + STAGES - 1) % STAGES, it + STAGES - 1, false);
     tsr_cp_async_commit();
+    next_entry = entry_at(it + STAGES);
     const int stage = it % STAGES;
     const uint16_t *ks = k_tiles + stage * BKV * PITCH + warp * KW * PITCH;
     const uint16_t *vs = v_tiles + stage * BKV * PITCH + warp * KW * PITCH;
@@ -198,24 +209,42 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
 #pragma unroll
       for (int e = 0; e < 4; e++)
         s[i][e] = 0.0f;
+    if constexpr (NT_S == 1) {
+      /* one n8 tile: an x4 ldmatrix holds two k16 steps of it; even and
+       * odd steps in two accumulators halve the chain */
+      float s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int kd = 0; kd < DK; kd++) {
-#pragma unroll
-      for (int np = 0; np < NT_S / 2; np++) {
+      for (int kd = 0; kd < DK; kd += 2) {
         uint32_t bk[4];
-        tsr_ldmatrix_x4(bk, ks + (np * 16 + r8 + (mat >> 1) * 8) * PITCH + kd * 16 + (mat & 1) * 8);
-        tsr_mma_16816<T>(s[2 * np], q_frag[kd], bk);
-        tsr_mma_16816<T>(s[2 * np + 1], q_frag[kd], bk + 2);
+        tsr_ldmatrix_x4(bk, ks + r8 * PITCH + kd * 16 + mat * 8);
+        tsr_mma_16816<T>(s[0], q_frag[kd], bk);
+        tsr_mma_16816<T>(s_odd, q_frag[kd + 1], bk + 2);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        s[0][e] += s_odd[e];
+    } else {
+#pragma unroll
+      for (int kd = 0; kd < DK; kd++) {
+#pragma unroll
+        for (int np = 0; np < NT_S / 2; np++) {
+          uint32_t bk[4];
+          tsr_ldmatrix_x4(bk,
+                          ks + (np * 16 + r8 + (mat >> 1) * 8) * PITCH + kd * 16 + (mat & 1) * 8);
+          tsr_mma_16816<T>(s[2 * np], q_frag[kd], bk);
+          tsr_mma_16816<T>(s[2 * np + 1], q_frag[kd], bk + 2);
+        }
       }
     }
-    /* log2 units (capped as the generic kernel), masked per row */
+    /* log2 units (capped as the generic kernel: before the mask), masked
+     * per row */
 #pragma unroll
     for (int nt = 0; nt < NT_S; nt++) {
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int key = key0 + nt * 8 + 2 * q4 + (e & 1), rr = e >> 1;
-        float x =
-            capped ? attn_capped_log2(p, s[nt][e]) : attn_poison_infinite(s[nt][e] * p.scale_log2);
+        float x = capped ? decode_capped_log2(p, s[nt][e])
+                         : attn_poison_infinite(s[nt][e] * p.scale_log2);
         if (key >= end_key || key < row_lo[rr] || key >= row_hi[rr])
           x = -INFINITY;
         s[nt][e] = x;
@@ -250,20 +279,38 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
         o[dt][2 * rr + 1] *= rescale;
       }
     }
+    if constexpr (NT_S == 1) {
+      /* P's 8 keys are k 0..7 of a k16 step whose upper half is 0 (A and
+       * B alike: garbage times 0 could be NaN); one x4 ldmatrix.trans
+       * holds V's 8 rows for four n8 tiles */
+      const uint32_t a[4] = {attn_pack2<T>(s[0][0], s[0][1]), attn_pack2<T>(s[0][2], s[0][3]), 0u,
+                             0u};
 #pragma unroll
-    for (int kk = 0; kk < KW / 16; kk++) {
-      uint32_t a[4];
-      a[0] = attn_pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = attn_pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = attn_pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = attn_pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-      for (int dp = 0; dp < NT_O / 2; dp++) {
+      for (int dq = 0; dq < NT_O / 4; dq++) {
         uint32_t bv[4];
-        tsr_ldmatrix_x4_trans(bv, vs + (kk * 16 + r8 + (mat & 1) * 8) * PITCH + dp * 16 +
-                                      (mat >> 1) * 8);
-        tsr_mma_16816<T>(o[2 * dp], a, bv);
-        tsr_mma_16816<T>(o[2 * dp + 1], a, bv + 2);
+        tsr_ldmatrix_x4_trans(bv, vs + r8 * PITCH + dq * 32 + mat * 8);
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          const uint32_t bm[2] = {bv[m], 0u};
+          tsr_mma_16816<T>(o[4 * dq + m], a, bm);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < KW / 16; kk++) {
+        uint32_t a[4];
+        a[0] = attn_pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+        a[1] = attn_pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+        a[2] = attn_pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[3] = attn_pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+        for (int dp = 0; dp < NT_O / 2; dp++) {
+          uint32_t bv[4];
+          tsr_ldmatrix_x4_trans(bv, vs + (kk * 16 + r8 + (mat & 1) * 8) * PITCH + dp * 16 +
+                                        (mat >> 1) * 8);
+          tsr_mma_16816<T>(o[2 * dp], a, bv);
+          tsr_mma_16816<T>(o[2 * dp + 1], a, bv + 2);
+        }
       }
     }
   }
@@ -291,29 +338,7 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
     }
   }
   __syncthreads();
-  const int64_t partial = ((b * p.heads_kv + kv_head) * p.row_groups + tile) * p.splits + split;
-  float *ml_out = (float *)p.partials + partial * RT * 2;
-  float *o_out = (float *)p.partials + decode_partial_count(p) * RT * 2 + partial * RT * dim;
-  for (int idx = tid; idx < RT * dim; idx += THREADS) {
-    const int r = idx / dim, d = idx % dim;
-    float top = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < WARPS; w++)
-      top = fmaxf(top, comb_ml[(w * RT + r) * 2]);
-    float sum = 0.0f, acc = 0.0f;
-#pragma unroll
-    for (int w = 0; w < WARPS; w++) {
-      const float mw = comb_ml[(w * RT + r) * 2];
-      const float weight = mw == -INFINITY ? 0.0f : attn_exp2(mw - top);
-      sum += comb_ml[(w * RT + r) * 2 + 1] * weight;
-      acc += comb_o[(w * RT + r) * DP + d] * weight;
-    }
-    o_out[idx] = acc;
-    if (d == 0) {
-      ml_out[r * 2] = top;
-      ml_out[r * 2 + 1] = sum;
-    }
-  }
+  decode_write_partial<WARPS, RT, DP>(p, comb_ml, comb_o, b, kv_head, tile, split);
 #else
   TSR_TRAP();
 #endif
@@ -321,9 +346,14 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
 
 } /* namespace */
 
+/* Two blocks an SM (three where three fit the shared memory of sm_90: 168
+ * registers a thread at most). */
+#define TSR_GPU_DECODE_MMA_MIN_BLOCKS(DP, BKV, STAGES)                                             \
+  (3 * (TSR_GPU_DECODE_MMA_SMEM(DP, BKV, STAGES) + 1024) <= 228 * 1024 ? 3 : 2)
 #define TSR_DEFINE_DECODE_MMA_DTYPE(dt, T, DP, BKV, WARPS, STAGES)                                 \
-  TSR_KERNEL void __launch_bounds__((WARPS)*32, 2)                                                 \
-      tsr_attention_decode_mma_##dt##_d##DP(TSR_PARAMS(tsr_gpu_attention_params) p) {              \
+  TSR_KERNEL void __launch_bounds__((WARPS)*32, TSR_GPU_DECODE_MMA_MIN_BLOCKS(DP, BKV, STAGES))    \
+      tsr_attention_decode_mma_##dt##_d##DP##_k##BKV##_s##STAGES(                                  \
+          TSR_PARAMS(tsr_gpu_attention_params) p) {                                                \
     decode_mma_body<T, DP, BKV, WARPS, STAGES>(p);                                                 \
   }
 #define TSR_DEFINE_DECODE_MMA(DP, BKV, WARPS, STAGES)                                              \

@@ -73,10 +73,18 @@
 #define TSR_DECODE_SPLITS(X) X(1) X(2) X(4) X(8) X(16) X(32) X(64)
 
 /* Split-KV decode on tensor cores (attention_decode_mma.cu, bf16 / f16):
- * X(DP, BKV, WARPS, STAGES), one per head-dim class (64, 128, 256, in that
- * order): BKV keys a tile (BKV / WARPS a warp, a multiple of 16), STAGES
- * tiles in shared memory (STAGES - 1 in flight). */
-#define TSR_DECODE_MMA_CONFIGS(X) X(64, 64, 4, 4) X(128, 64, 4, 3) X(256, 64, 4, 2)
+ * X(DP, BKV, WARPS, STAGES), BKV keys a tile (BKV / WARPS a warp: 8 or a
+ * multiple of 16), STAGES tiles in shared memory (STAGES - 1 in flight).
+ * DEFAULTS: one per head-dim class (64, 128, 256, in that order), what
+ * decode_mma_split* run. VARIANTS: the decode_mma_d<DP>_k<BKV>_s<STAGES>
+ * rows (heuristic split count): smaller tiles in more stages in the same or
+ * less shared memory, so more of a block's ring is in flight while it waits.
+ * Each leaves room for two blocks an SM on sm_90 (hence no 128-key d128
+ * tile: two stages of it are 140 KB, one block an SM). */
+#define TSR_DECODE_MMA_DEFAULTS(X) X(64, 64, 4, 4) X(128, 64, 4, 3) X(256, 64, 4, 2)
+#define TSR_DECODE_MMA_VARIANTS(X)                                                                 \
+  X(64, 32, 4, 8) X(128, 32, 4, 6) X(128, 32, 4, 4) X(256, 32, 4, 3)
+#define TSR_DECODE_MMA_CONFIGS(X) TSR_DECODE_MMA_DEFAULTS(X) TSR_DECODE_MMA_VARIANTS(X)
 
 /* dtype name in kernel names, with its device type. */
 #define TSR_DTYPES_16(X) X(bf16, tsr_bf16) X(f16, tsr_f16)
@@ -99,7 +107,8 @@
   "tsr_attention_flash_serving_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
 #define TSR_ATTN_GENERIC_NAME(dt) "tsr_attention_generic_" #dt
 #define TSR_DECODE_NAME(dt, DP, RT) "tsr_attention_decode_" #dt "_d" #DP "_r" #RT
-#define TSR_DECODE_MMA_NAME(dt, DP) "tsr_attention_decode_mma_" #dt "_d" #DP
+#define TSR_DECODE_MMA_NAME(dt, DP, BKV, S)                                                        \
+  "tsr_attention_decode_mma_" #dt "_d" #DP "_k" #BKV "_s" #S
 #define TSR_DECODE_COMBINE_NAME(dt) "tsr_attention_decode_combine_" #dt
 #define TSR_KV_APPEND_NAME(bits) "tsr_kv_append_b" #bits
 #define TSR_ROWS_NAME(op, dt) "tsr_" #op "_" #dt

@@ -128,7 +128,9 @@ typedef struct tsr_gpu_attention_params {
   int32_t splits;      /* decode: key chunks per (sequence, kv head, row group) */
   int32_t row_groups;  /* decode: tiles of rows (query heads x query rows) per kv head */
   int32_t tile_rows;   /* decode: rows per tile (the split kernel's RT) */
-  int32_t reserved;
+  /* decode with softcap: cap * tanh(s / cap) in log2 units as
+   * cap_log2 * (1 - 2 / (2^(s * cap_exp2) + 1)): 2 log2(e) / cap, cap log2(e) */
+  float cap_exp2, cap_log2;
 } tsr_gpu_attention_params;
 
 /* Device faults (plugin.h's TSR_PLUGIN_FAULT_*; configs.c asserts they agree). */
