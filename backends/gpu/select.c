@@ -494,6 +494,12 @@ static bool attention_config_runs(const gpu_device *device, int i, const tsr_att
              c->name);
     return false;
   }
+  if (c->serving && (s.max_q + c->block_q - 1) / c->block_q > 65535) {
+    /* (its grid's z holds the query tiles) */
+    snprintf(why, capacity, "%s takes up to 65535 query tiles of %d (max_seqlen_q %lld)", c->name,
+             c->block_q, (long long)s.max_q);
+    return false;
+  }
   if (!flash_layout_ok(a, why, capacity))
     return false;
   if (s.head_dim > c->head_dim_max) {

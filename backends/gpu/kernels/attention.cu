@@ -13,7 +13,10 @@
  *   tiles none of them sees are skipped. Head dims up to DP (multiples of 8)
  *   are zero-padded to DP. The scale rides in the exp2 FMA.
  * - tsr_attention_flash_serving_<dt>_d<DP>_<BQ>x<BKV>_w<W>: the same kernel
- *   for serving problems: blockIdx.z is a sequence, resolved (and at fault:
+ *   for serving problems on a grid (Hq, batch, query tiles) whose last query
+ *   tiles launch first (flash_serving_tile: the costliest tiles of every
+ *   sequence before any cheaper one, longest-first as a list scheduler
+ *   wants); blockIdx.y is a sequence, resolved (and at fault:
  *   NaN rows, the fault recorded) as the generic kernel does; packed q rows
  *   from the sequence's first, dense / packed / paged keys (a paged row's
  *   address from its block-table entry: one entry a tile when cache blocks
@@ -205,16 +208,24 @@ template <int BQ, int BKV> TSR_DEVICE flash_block flash_block_of(const attention
   return b;
 }
 
+/* The serving grid: (Hq, batch, query tiles), the last tiles first. Blocks
+ * launch in x, y, z order, so the tiles that see the most keys (a causal
+ * sequence's last) of every sequence and head go before any cheaper tile:
+ * the costliest work starts first and the grid's tail is short tiles. */
+TSR_DEVICE int64_t flash_serving_tile() {
+  return (int64_t)(gridDim.z - 1 - blockIdx.z);
+}
+
 /* The serving form of flash_block_of for sequence `seq` (resolved, no
- * fault) of blockIdx.z: q and o rows from its first (packed) or of its
+ * fault) of blockIdx.y: q and o rows from its first (packed) or of its
  * batch entry (dense); k and v of its key rows (packed: from kv_first;
  * paged: the kv head only, rows come through the block table). */
 template <int BQ, int BKV>
 TSR_DEVICE flash_block flash_serving_block_of(const attention_params &p, const attn_seq &seq) {
   flash_block b;
-  b.q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ;
-  b.head = blockIdx.y;
-  b.batch = blockIdx.z;
+  b.q0 = flash_serving_tile() * BQ;
+  b.head = blockIdx.x;
+  b.batch = blockIdx.y;
   const int64_t kv_head = b.head / p.group;
   b.q = (const uint16_t *)p.q + b.batch * p.q_b + seq.q_first * p.q_s + b.head * p.q_h;
   if (p.paged) {
@@ -238,7 +249,7 @@ TSR_DEVICE flash_block flash_serving_block_of(const attention_params &p, const a
 template <typename T>
 TSR_DEVICE void flash_fault_rows(const attention_params &p, const attn_seq &seq, int64_t q0,
                                  int rows) {
-  const int64_t b = blockIdx.z, head = blockIdx.y;
+  const int64_t b = blockIdx.y, head = blockIdx.x;
   if (threadIdx.x == 0)
     attn_fault(p, seq.fault, b);
   if (!seq.q_located)
@@ -294,13 +305,13 @@ TSR_DEVICE void flash_body(const attention_params &p) {
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q4 = lane & 3;
   const int mat = lane >> 3, r8 = lane & 7;
-  /* Serving: the block's sequence (blockIdx.z) decides its geometry, and a
+  /* Serving: the block's sequence (blockIdx.y) decides its geometry, and a
    * fault ends the block after its NaN rows; tiles past the sequence's
    * query rows have nothing to do. */
   attn_seq seq = {0, p.seq_q, 0, p.seq_kv, -1, true};
   if (SERVING) {
-    seq = attn_seq_resolve(p, blockIdx.z);
-    const int64_t tile_q0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * BQ;
+    seq = attn_seq_resolve(p, blockIdx.y);
+    const int64_t tile_q0 = flash_serving_tile() * BQ;
     if (seq.fault >= 0) {
       flash_fault_rows<T>(p, seq, tile_q0, BQ);
       return;
