@@ -30,7 +30,8 @@ enum { CPU_BUFFER_ALIGNMENT = 64, CPU_MAX_THREADS = 4096 };
 typedef struct cpu_plugin {
   tsr_plugin_host host; /* named "cpu": every error sentence starts "cpu: " */
   int threads;
-  int64_t poll_ns; /* TESSERA_CPU_POLL_US: how long idle threads poll before they park */
+  int64_t poll_ns;        /* TESSERA_CPU_POLL_US: how long idle threads poll before they park */
+  int64_t waiter_poll_ns; /* an event wait behind the queue's worker (park.h) */
   cpu_isa isa;
   cpu_identity identity;
 } cpu_plugin;

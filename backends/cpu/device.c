@@ -87,6 +87,8 @@ tsr_status cpu_init(const tsr_host_services_v2 *services, void **out, char *reas
   plugin->isa = isa;
   plugin->threads = choose_threads(plugin);
   plugin->poll_ns = choose_poll_ns(plugin);
+  plugin->waiter_poll_ns =
+      cpu_waiter_poll_ns(plugin->poll_ns, plugin->threads < cpu_machine_available_cpus());
   cpu_machine_identify(isa, &plugin->identity);
   tsr_plugin_log(&plugin->host, TSR_LOG_DEBUG, "%s (%s), %d threads polling %lld us, %s kernels",
                  plugin->identity.name, plugin->identity.vendor, plugin->threads,

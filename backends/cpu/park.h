@@ -21,6 +21,7 @@
 
 #if defined(__linux__)
 #include <linux/futex.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -30,6 +31,35 @@
  * (an interpreter's loop, a decode step's host work); an idle device burns
  * this much CPU time per thread once and then nothing. */
 enum { CPU_POLL_DEFAULT_US = 500, CPU_POLL_MAX_US = 1000000 };
+
+/* A thread that waits while another runs the work (the application in
+ * tsr_queue_finish or an event wait behind the queue's worker, or that
+ * worker between commands) polls at most this long, and the application's
+ * thread only where the pool leaves a CPU free (cpu_waiter_poll_ns): the
+ * pool's threads fill the cores, and a waiter polling beside them takes a
+ * share of a core from one of them (sched_yield does not make the scheduler
+ * pass it over for long). Measured: a bench row whose waiter polled 50 us
+ * at each of its events left the pool worker a third of the chunks. Past
+ * the poll, the waiter parks and the work's end wakes it. */
+enum { CPU_WAITER_POLL_MAX_NS = 50000 };
+
+/* The poll of a thread waiting for others' work: the device's window, at
+ * most CPU_WAITER_POLL_MAX_NS, and none when `spare_cpu` is false. */
+static inline int64_t cpu_waiter_poll_ns(int64_t poll_ns, bool spare_cpu) {
+  if (!spare_cpu)
+    return 0;
+  return poll_ns < CPU_WAITER_POLL_MAX_NS ? poll_ns : CPU_WAITER_POLL_MAX_NS;
+}
+
+/* Names the calling thread for top, perf and debuggers (Linux; a no-op
+ * elsewhere). */
+static inline void cpu_name_thread(const char *name) {
+#if defined(__linux__)
+  prctl(PR_SET_NAME, name, 0, 0, 0);
+#else
+  (void)name;
+#endif
+}
 
 static inline int64_t cpu_clock_ns(void) {
   struct timespec now;

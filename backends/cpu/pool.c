@@ -124,6 +124,7 @@ static void *worker_main(void *argument) {
   pool_worker *self = argument;
   cpu_pool *pool = self->pool;
   unsigned seen = 0;
+  cpu_name_thread("tsr-cpu-pool");
   for (;;) {
     seen = wait_for_post(pool, seen);
     if (atomic_load_explicit(&pool->stopping, memory_order_acquire))
@@ -218,7 +219,10 @@ void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_f
     fn(context, 0, n, pool_current_worker);
     return;
   }
-  if (!pool || pool->threads == 1 || n <= grain) {
+  /* Split only into two grains or more: a job whose second chunk is a
+   * sliver pays the hand-over (a futex wake when workers are parked) for
+   * nothing. */
+  if (!pool || pool->threads == 1 || n < 2 * grain) {
     fn(context, 0, n, 0);
     return;
   }

@@ -101,7 +101,10 @@ static bool worker_has_work(const void *argument) {
 
 static void *queue_main(void *argument) {
   cpu_queue *queue = argument;
-  int64_t poll_ns = queue->device->plugin->poll_ns;
+  cpu_name_thread("tsr-cpu-queue");
+  /* the worker polls for the next command only briefly: its CPU is the
+   * pool's too */
+  int64_t poll_ns = cpu_waiter_poll_ns(queue->device->plugin->poll_ns, true);
   bool ran = false;
   pthread_mutex_lock(&queue->lock);
   for (;;) {
@@ -167,7 +170,9 @@ static void help_queue(cpu_queue *queue, const cpu_event *until) {
     if (!atomic_load_explicit(&queue->executing, memory_order_relaxed) || until)
       break; /* nothing listed, nothing running; or the event's wait follows */
     pthread_mutex_unlock(&queue->lock);
-    cpu_poll(executor_done, queue, queue->device->plugin->poll_ns);
+    /* (finish polls briefly even where the pool fills the cores: it waits
+     * once for a batch, where an event waiter waits at each event) */
+    cpu_poll(executor_done, queue, cpu_waiter_poll_ns(queue->device->plugin->poll_ns, true));
     pthread_mutex_lock(&queue->lock);
     while (atomic_load_explicit(&queue->executing, memory_order_relaxed))
       pthread_cond_wait(&queue->drained, &queue->lock);
@@ -309,7 +314,7 @@ static bool event_reached(const void *argument) {
 static int64_t wait_event(cpu_event *event) {
   if (!event_reached(event)) {
     help_queue(event->queue, event);
-    cpu_poll(event_reached, event, event->plugin->poll_ns);
+    cpu_poll(event_reached, event, event->plugin->waiter_poll_ns);
   }
   pthread_mutex_lock(&event->lock);
   while (!atomic_load_explicit(&event->done, memory_order_relaxed))
