@@ -126,11 +126,13 @@ static void check_row(const char *what, const float *o, const float *base_o, flo
   }
 }
 
-/* Runs the problem with `variant` (NULL: the heuristic's); false when the
- * variant does not take it. Sets *status to what queue_finish returned and
- * copies its sentence. */
+/* Runs the problem with `variant` (NULL: the heuristic's) into o and lse
+ * reset to the sentinel; false when the variant does not take it. Sets
+ * *status to what queue_finish returned and copies its sentence. */
 static bool run_attention(tsr_attention_desc *desc, const char *variant, tsr_status *status,
                           char *sentence, size_t capacity) {
+  reset(&desc->o, tsr_tensor_numel(&desc->o));
+  reset(&desc->lse, tsr_tensor_numel(&desc->lse));
   desc->variant = variant;
   tsr_status s = tsr_attention(queue, desc);
   if (s == TSR_ERROR_NOT_FOUND && variant)
@@ -142,6 +144,21 @@ static bool run_attention(tsr_attention_desc *desc, const char *variant, tsr_sta
   *status = tsr_queue_finish(queue);
   snprintf(sentence, capacity, "%s", *status == TSR_OK ? "" : tsr_last_error());
   return true;
+}
+
+/* A faulted run's finish: TSR_ERROR_INVALID_VALUE with `want` in its
+ * sentence, reported once (a second finish is clean). */
+static void expect_fault_reported(const char *what, tsr_status status, const char *sentence,
+                                  const char *want) {
+  if (status != TSR_ERROR_INVALID_VALUE || !strstr(sentence, want))
+    fail("%s: finish gave %s '%s', want '%s'", what, tsr_status_name(status), sentence, want);
+  if (tsr_queue_finish(queue) != TSR_OK)
+    fail("%s: a second finish reported again: %s", what, tsr_last_error());
+}
+
+static void destroy_tensors(tsr_tensor *tensors, int count) {
+  for (int i = 0; i < count; i++)
+    tsr_buffer_destroy(tensors[i].buffer);
 }
 
 static const char *const variants[] = {
@@ -233,8 +250,6 @@ static void test_paged(void) {
     desc.seqlens_kv = lens;
     tsr_status status;
     char sentence[512];
-    reset(&o, O_N);
-    reset(&lse, LSE_N);
     bool ran = run_attention(&desc, variants[vi], &status, sentence, sizeof sentence);
     tsr_buffer_destroy(table.buffer);
     tsr_buffer_destroy(lens.buffer);
@@ -253,8 +268,6 @@ static void test_paged(void) {
       desc.block_table = table;
       desc.seqlens_kv = lens;
       desc.max_seqlen_kv = faults[f].indices.max_kv;
-      reset(&o, O_N);
-      reset(&lse, LSE_N);
       ran = run_attention(&desc, variants[vi], &status, sentence, sizeof sentence);
       desc.max_seqlen_kv = 0;
       tsr_buffer_destroy(table.buffer);
@@ -262,22 +275,18 @@ static void test_paged(void) {
       if (!ran)
         continue;
       checked++;
-      if (status != TSR_ERROR_INVALID_VALUE || !strstr(sentence, faults[f].sentence))
-        fail("paged %s, %s: finish gave %s '%s', want '%s'", name, faults[f].name,
-             tsr_status_name(status), sentence, faults[f].sentence);
-      if (tsr_queue_finish(queue) != TSR_OK)
-        fail("paged %s, %s: a second finish reported again: %s", name, faults[f].name,
-             tsr_last_error());
+      char what[160];
+      snprintf(what, sizeof what, "paged %s, %s", name, faults[f].name);
+      expect_fault_reported(what, status, sentence, faults[f].sentence);
       read_floats(&o, got_o, O_N);
       read_floats(&lse, got_lse, LSE_N);
       for (int b = 0; b < B; b++)
         for (int i = 0; i < SQ; i++)
           for (int h = 0; h < HQ; h++) {
-            char what[160];
-            snprintf(what, sizeof what, "paged %s, %s: sequence %d row %d head %d", name,
-                     faults[f].name, b, i, h);
+            char row[200];
+            snprintf(row, sizeof row, "%s: sequence %d row %d head %d", what, b, i, h);
             int at = ((b * SQ + i) * HQ + h) * D, lat = (b * HQ + h) * SQ + i;
-            check_row(what, got_o + at, base_o + at, got_lse[lat], base_lse[lat], D,
+            check_row(row, got_o + at, base_o + at, got_lse[lat], base_lse[lat], D,
                       faults[f].bad[b] ? EXPECT_NAN : EXPECT_BASE);
           }
     }
@@ -285,11 +294,7 @@ static void test_paged(void) {
       fail("paged %s: no fault ran", name);
     printf("paged %s: %d faults\n", name, checked);
   }
-  tsr_buffer_destroy(q.buffer);
-  tsr_buffer_destroy(k.buffer);
-  tsr_buffer_destroy(v.buffer);
-  tsr_buffer_destroy(o.buffer);
-  tsr_buffer_destroy(lse.buffer);
+  destroy_tensors((tsr_tensor[]){q, k, v, o, lse}, 5);
 }
 
 /* ---- packed: q [TQ, HQ, D], k/v [TKV, HKV, D] ---- */
@@ -360,8 +365,6 @@ static void test_packed(void) {
     desc.cu_seqlens_kv = cu_kv;
     tsr_status status;
     char sentence[512];
-    reset(&o, O_N);
-    reset(&lse, LSE_N);
     bool ran = run_attention(&desc, variants[vi], &status, sentence, sizeof sentence);
     tsr_buffer_destroy(cu_q.buffer);
     tsr_buffer_destroy(cu_kv.buffer);
@@ -380,8 +383,6 @@ static void test_packed(void) {
       desc.cu_seqlens_q = cu_q;
       desc.cu_seqlens_kv = cu_kv;
       desc.max_seqlen_q = faults[f].indices.max_q;
-      reset(&o, O_N);
-      reset(&lse, LSE_N);
       ran = run_attention(&desc, variants[vi], &status, sentence, sizeof sentence);
       desc.max_seqlen_q = 0;
       tsr_buffer_destroy(cu_q.buffer);
@@ -389,20 +390,17 @@ static void test_packed(void) {
       if (!ran)
         continue;
       checked++;
-      if (status != TSR_ERROR_INVALID_VALUE || !strstr(sentence, faults[f].sentence))
-        fail("packed %s, %s: finish gave %s '%s', want '%s'", name, faults[f].name,
-             tsr_status_name(status), sentence, faults[f].sentence);
-      if (tsr_queue_finish(queue) != TSR_OK)
-        fail("packed %s, %s: a second finish reported again: %s", name, faults[f].name,
-             tsr_last_error());
+      char what[160];
+      snprintf(what, sizeof what, "packed %s, %s", name, faults[f].name);
+      expect_fault_reported(what, status, sentence, faults[f].sentence);
       read_floats(&o, got_o, O_N);
       read_floats(&lse, got_lse, LSE_N);
       for (int r = 0; r < TQ; r++)
         for (int h = 0; h < HQ; h++) {
-          char what[160];
-          snprintf(what, sizeof what, "packed %s, %s: row %d head %d", name, faults[f].name, r, h);
+          char row[200];
+          snprintf(row, sizeof row, "%s: row %d head %d", what, r, h);
           int at = (r * HQ + h) * D, lat = h * TQ + r;
-          check_row(what, got_o + at, base_o + at, got_lse[lat], base_lse[lat], D,
+          check_row(row, got_o + at, base_o + at, got_lse[lat], base_lse[lat], D,
                     faults[f].rows[r]);
         }
     }
@@ -410,11 +408,7 @@ static void test_packed(void) {
       fail("packed %s: no fault ran", name);
     printf("packed %s: %d faults\n", name, checked);
   }
-  tsr_buffer_destroy(q.buffer);
-  tsr_buffer_destroy(k.buffer);
-  tsr_buffer_destroy(v.buffer);
-  tsr_buffer_destroy(o.buffer);
-  tsr_buffer_destroy(lse.buffer);
+  destroy_tensors((tsr_tensor[]){q, k, v, o, lse}, 5);
 }
 
 /* ---- kv_append ---- */
