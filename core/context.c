@@ -57,6 +57,7 @@ static tsr_status enumerate_devices(tsr_context *context) {
       device->plugin = slot;
       device->plugin_index = i;
       pthread_mutex_init(&device->lock, NULL);
+      pthread_mutex_init(&device->transfer_lock, NULL);
       device->info.struct_size = sizeof device->info;
       device->info.native_ordinal = -1; /* a plugin that does not know the field */
       tsr_status st = slot->table->device_info(slot->state, i, &device->info);
@@ -154,6 +155,7 @@ void tsr_context_destroy(tsr_context *context) {
     if (device->handle)
       device->plugin->table->device_close(device->handle);
     pthread_mutex_destroy(&device->lock);
+    pthread_mutex_destroy(&device->transfer_lock);
     free(device);
   }
   free(context->devices);

@@ -39,7 +39,8 @@ void tsr__set_plugin_error_v(const char *fmt, va_list ap) {
 bool tsr__take_plugin_error(char *buf, size_t capacity) {
   if (!plugin_error_set)
     return false;
-  tsr__strlcpy(buf, plugin_error, capacity);
+  if (buf)
+    tsr__strlcpy(buf, plugin_error, capacity);
   plugin_error[0] = '\0';
   plugin_error_set = false;
   return true;

@@ -94,6 +94,11 @@ struct tsr_device {
   tsr_device_info info;
   void *handle; /* opened on first use */
   pthread_mutex_t lock;
+  /* A queue of the core's own on this device, for copies between devices
+   * staged through host memory (cross_device.c): made on first use, used
+   * under transfer_lock, destroyed with the context. */
+  void *transfer_queue;
+  pthread_mutex_t transfer_lock;
 };
 
 /* Objects made from a context, so that destroying it frees them all. */
@@ -153,12 +158,24 @@ struct tsr_queue {
   uint32_t drainers;              /* threads about to drain it (context->lock) */
   struct tsr__op_cache *op_cache; /* chosen configs by problem signature (lock) */
   struct tsr__op_fast *op_fast;   /* validated structures of repeated calls (lock) */
+  /* Helper threads of cross_device.c that still use this queue (a gate on
+   * it, or an event of it they wait for): tsr_queue_destroy waits for none
+   * (context->lock, context->bridged). */
+  uint32_t bridge_jobs;
+  /* The first failure of a copy staged for this queue since its last
+   * finish (context->lock; `bridge_failed` is read first without it). */
+  uint32_t bridge_failed;
+  tsr_status bridge_status;
+  char bridge_message[384];
 };
 
 struct tsr_event {
   tsr_object_link link;
   tsr_queue *queue;
   void *handle;
+  /* 1 for the application's handle until tsr_event_destroy, 1 per helper
+   * thread that waits for it (atomic); the last frees it. */
+  uint32_t refs;
 };
 
 struct tsr_context {
@@ -170,6 +187,8 @@ struct tsr_context {
   uint32_t search_dir_count;
   pthread_mutex_t lock;   /* guards the object lists, queue slots and drainers */
   pthread_cond_t drained; /* a queue's drainers reached 0 */
+  pthread_cond_t bridged; /* a helper thread of cross_device.c ended */
+  uint32_t bridge_jobs;   /* helper threads running (lock) */
   tsr_object_link buffers, queues, events;
   tsr_object_link dead_buffers; /* destroyed records, oldest first */
   tsr_object_link exports;      /* tsr__export_link of live DLPack exports */
@@ -267,6 +286,30 @@ tsr_status tsr__load_plugins(struct tsr_context *context, const tsr_context_opti
 void tsr__unload_plugins(struct tsr_context *context);
 /* Frees every buffer, queue and event still linked to the context (memory.c). */
 void tsr__destroy_objects(struct tsr_context *context);
+/* ---- several devices (cross_device.c) ---- */
+
+/* The plugin table of a device. */
+static inline const tsr_plugin_v2 *tsr__table(const struct tsr_device *device) {
+  return device->plugin->table;
+}
+/* true when the plugin keeps the contract of the entries appended for
+ * several devices (it has gates; event_flush NULL then means its event_wait
+ * needs no queue lock). Older plugins' entries are NULL (loader.c). */
+static inline bool tsr__plugin_multi(const struct tsr_device *device) {
+  return device->plugin->table->queue_gate && device->plugin->table->gate_open;
+}
+/* tsr_buffer_copy between buffers of two devices, checked by the caller. */
+tsr_status tsr__copy_across(tsr_queue *queue, struct tsr_buffer *src, size_t src_offset,
+                            struct tsr_buffer *dst, size_t dst_offset, size_t bytes);
+/* Drops a reference on an event; the last destroys it (memory.c). */
+void tsr__event_unref(tsr_event *event);
+/* Waits until no helper thread uses `queue` (NULL: none at all). */
+void tsr__bridges_wait(struct tsr_context *context, tsr_queue *queue);
+/* The failure a staged copy left on the queue, taken (TSR_OK when none). */
+tsr_status tsr__bridge_take_failure(tsr_queue *queue, const char *call);
+/* Destroys the devices' transfer queues (context destruction). */
+void tsr__transfer_queues_destroy(struct tsr_context *context);
+
 /* Opens the plugin device on first use. */
 tsr_status tsr__device_handle(tsr_device *device, const char *call, void **handle);
 

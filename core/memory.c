@@ -42,6 +42,7 @@ static void link_init(tsr_object_link *head) {
 void tsr__objects_init(tsr_context *context) {
   pthread_mutex_init(&context->lock, NULL);
   pthread_cond_init(&context->drained, NULL);
+  pthread_cond_init(&context->bridged, NULL);
   link_init(&context->buffers);
   link_init(&context->queues);
   link_init(&context->events);
@@ -65,6 +66,7 @@ void tsr__objects_release(tsr_context *context) {
     free(l);
   }
   pthread_cond_destroy(&context->drained);
+  pthread_cond_destroy(&context->bridged);
   pthread_mutex_destroy(&context->lock);
 }
 
@@ -183,7 +185,10 @@ tsr_status tsr_buffer_wrap_hip(tsr_device *device, uint64_t device_pointer, size
 
 /* Queues an event on `queue` and waits for it: the queue's earlier work is
  * done, and its deferred errors stay for its owner's tsr_queue_finish. */
-static void drain_one(const tsr_plugin_v2 *t, tsr_queue *queue) {
+static void drain_one(tsr_queue *queue) {
+  const tsr_plugin_v2 *t = table_of(queue->device);
+  if (!t->event_record || !t->event_wait)
+    return;
   queue_lock(queue);
   void *event = NULL;
   if (t->event_record(queue->handle, &event) == TSR_OK) {
@@ -194,44 +199,44 @@ static void drain_one(const tsr_plugin_v2 *t, tsr_queue *queue) {
   queue_unlock(queue);
 }
 
-static bool drains(const tsr_queue *queue, const tsr_device *device, uint64_t used) {
-  return queue->device == device && (queue->bit & used);
+/* Queues of any device count: a copy between devices queued on another
+ * device's queue uses the buffer too. */
+static bool drains(const tsr_queue *queue, uint64_t used) {
+  return (queue->bit & used) != 0;
 }
 
 /* Waits until no queue that was given work on `buffer` still has some. */
 static void drain_queues_of(tsr_buffer *buffer) {
-  tsr_device *device = buffer->device;
-  tsr_context *context = device->context;
-  const tsr_plugin_v2 *t = table_of(device);
+  tsr_context *context = buffer->device->context;
   uint64_t used = __atomic_load_n(&buffer->queues_used, __ATOMIC_ACQUIRE);
-  if (!used || !t->event_record || !t->event_wait)
+  if (!used)
     return;
   /* The queues are pinned with a drainer count (tsr_queue_destroy waits for
    * it), so the waits below hold no context-wide lock. */
   pthread_mutex_lock(&context->lock);
   size_t count = 0;
   for (tsr_object_link *l = context->queues.next; l != &context->queues; l = l->next)
-    count += drains((tsr_queue *)l, device, used);
+    count += drains((tsr_queue *)l, used);
   tsr_queue *few[16];
   tsr_queue **queues = count <= 16 ? few : malloc(count * sizeof *queues);
   if (!queues) {
     for (tsr_object_link *l = context->queues.next; l != &context->queues; l = l->next)
-      if (drains((tsr_queue *)l, device, used))
-        drain_one(t, (tsr_queue *)l);
+      if (drains((tsr_queue *)l, used))
+        drain_one((tsr_queue *)l);
     pthread_mutex_unlock(&context->lock);
     return;
   }
   size_t n = 0;
   for (tsr_object_link *l = context->queues.next; l != &context->queues; l = l->next) {
     tsr_queue *q = (tsr_queue *)l;
-    if (drains(q, device, used)) {
+    if (drains(q, used)) {
       q->drainers++;
       queues[n++] = q;
     }
   }
   pthread_mutex_unlock(&context->lock);
   for (size_t i = 0; i < n; i++)
-    drain_one(t, queues[i]);
+    drain_one(queues[i]);
   pthread_mutex_lock(&context->lock);
   for (size_t i = 0; i < n; i++)
     queues[i]->drainers--;
@@ -423,6 +428,8 @@ void tsr_queue_destroy(tsr_queue *queue) {
   if (!queue)
     return;
   tsr_context *context = queue->device->context;
+  /* Helper threads that gate this queue or wait for its events end first. */
+  tsr__bridges_wait(context, queue);
   /* Events recorded on this queue lose their queue: destroy them with it. */
   pthread_mutex_lock(&context->lock);
   tsr_object_link *l = context->events.next;
@@ -453,7 +460,7 @@ tsr_status tsr_queue_finish(tsr_queue *queue) {
   queue_unlock(queue);
   if (st != TSR_OK)
     return tsr__fail_plugin(st, call, "a queued operation failed");
-  return TSR_OK;
+  return tsr__bridge_take_failure(queue, call);
 }
 
 static tsr_status check_range(const char *call, const char *what, size_t offset, size_t bytes,
@@ -528,9 +535,15 @@ tsr_status tsr_buffer_copy(tsr_queue *queue, const tsr_buffer *src, size_t src_o
                      !queue ? "queue"
                      : !src ? "src"
                             : "dst");
-  tsr_status st = check_queue_buffer(call, queue, src, "src");
+  tsr_status st = check_live(call, "src", src);
   if (st == TSR_OK)
-    st = check_queue_buffer(call, queue, dst, "dst");
+    st = check_live(call, "dst", dst);
+  if (st == TSR_OK && src->device != queue->device && dst->device != queue->device)
+    st = tsr__fail(TSR_ERROR_WRONG_DEVICE, call,
+                   "src is on %s and dst on %s, but the queue is on %s: a copy runs on a queue "
+                   "of the source's or the destination's device",
+                   src->device->info.selector, dst->device->info.selector,
+                   queue->device->info.selector);
   if (st == TSR_OK)
     st = check_range(call, "src", src_offset, bytes, src->size);
   if (st == TSR_OK)
@@ -543,6 +556,8 @@ tsr_status tsr_buffer_copy(tsr_queue *queue, const tsr_buffer *src, size_t src_o
                      bytes, dst_offset, bytes);
   if (bytes == 0)
     return TSR_OK;
+  if (src->device != dst->device)
+    return tsr__copy_across(queue, (tsr_buffer *)src, src_offset, dst, dst_offset, bytes);
   const tsr_plugin_v2 *t = table_of(queue->device);
   if (!t->buffer_copy)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin has no device copy",
@@ -577,6 +592,7 @@ tsr_status tsr_event_record(tsr_queue *queue, tsr_event **out) {
     return tsr__fail_plugin(st, call, "the plugin could not record an event");
   }
   event->queue = queue;
+  event->refs = 1;
   link_add(queue->device->context, &queue->device->context->events, &event->link);
   *out = event;
   return TSR_OK;
@@ -622,12 +638,18 @@ tsr_status tsr_event_elapsed_ms(tsr_event *start, tsr_event *end, double *ms) {
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "the plugin could not time the events");
 }
 
+void tsr__event_unref(tsr_event *event) {
+  if (__atomic_sub_fetch(&event->refs, 1, __ATOMIC_ACQ_REL) != 0)
+    return;
+  table_of(event->queue->device)->event_destroy(event->handle);
+  free(event);
+}
+
 void tsr_event_destroy(tsr_event *event) {
   if (!event)
     return;
   link_remove(event->queue->device->context, &event->link);
-  table_of(event->queue->device)->event_destroy(event->handle);
-  free(event);
+  tsr__event_unref(event);
 }
 
 void tsr__destroy_objects(tsr_context *context) {
@@ -638,6 +660,8 @@ void tsr__destroy_objects(tsr_context *context) {
     link_remove(context, &record->link);
     record->buffer = NULL;
   }
+  /* Helper threads hold events, queues and buffers: they end first. */
+  tsr__bridges_wait(context, NULL);
   while (context->events.next != &context->events)
     tsr_event_destroy((tsr_event *)context->events.next);
   /* Queues finish their work before buffers go. */
@@ -646,6 +670,7 @@ void tsr__destroy_objects(tsr_context *context) {
     queue_unlink(context, q);
     queue_free(q);
   }
+  tsr__transfer_queues_destroy(context);
   while (context->buffers.next != &context->buffers) {
     tsr_buffer *b = (tsr_buffer *)context->buffers.next;
     link_remove(context, &b->link);

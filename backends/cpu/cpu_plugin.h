@@ -54,7 +54,22 @@ typedef struct cpu_event {
   struct cpu_queue *queue; /* read only while the event is not reached */
 } cpu_event;
 
-typedef enum command_kind { COMMAND_OP, COMMAND_COPY, COMMAND_TIMESTAMP } command_kind;
+/* A gate (queue_gate): the queue's executing thread stops at it until
+ * another thread opens it. Two references: the command's and the opener's. */
+typedef struct cpu_gate {
+  pthread_mutex_t lock;
+  pthread_cond_t opened_cond;
+  atomic_bool opened; /* set under the lock; polled without it */
+  atomic_int refs;
+  cpu_plugin *plugin;
+} cpu_gate;
+
+typedef enum command_kind {
+  COMMAND_OP,
+  COMMAND_COPY,
+  COMMAND_TIMESTAMP,
+  COMMAND_GATE
+} command_kind;
 
 typedef struct command {
   struct command *next;
@@ -72,6 +87,8 @@ typedef struct command {
   uint64_t copy_bytes;
   /* COMMAND_TIMESTAMP */
   cpu_event *event;
+  /* COMMAND_GATE */
+  cpu_gate *gate;
 } command;
 
 typedef struct cpu_queue {
@@ -134,6 +151,11 @@ tsr_status cpu_event_record(void *handle, void **out);
 tsr_status cpu_event_wait(void *handle);
 tsr_status cpu_event_elapsed_ms(void *start, void *end, double *ms);
 void cpu_event_destroy(void *handle);
+/* Several devices: one CPU device, so a wait for an event of another queue
+ * is left to the core (TSR_ERROR_UNSUPPORTED), which gates the queue. */
+tsr_status cpu_queue_wait_event(void *queue, void *event);
+tsr_status cpu_queue_gate(void *queue, void **gate);
+void cpu_gate_open(void *gate);
 /* A zeroed command of `kind` (NULL, with the error set, when out of memory). */
 command *cpu_command_new(cpu_plugin *plugin, command_kind kind);
 void cpu_command_free(command *c);

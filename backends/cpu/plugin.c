@@ -38,6 +38,9 @@ static const tsr_plugin_v2 cpu_plugin_table = {
     .op_select = cpu_op_select,
     .op_run = cpu_op_run,
     .buffer_export = cpu_buffer_export,
+    .queue_wait_event = cpu_queue_wait_event,
+    .queue_gate = cpu_queue_gate,
+    .gate_open = cpu_gate_open,
 };
 
 TSR_PLUGIN_EXPORT_V2(cpu_plugin_table)

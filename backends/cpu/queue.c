@@ -25,6 +25,30 @@ void cpu_command_free(command *c) {
   free(c);
 }
 
+static void gate_unref(cpu_gate *gate) {
+  if (atomic_fetch_sub_explicit(&gate->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  pthread_cond_destroy(&gate->opened_cond);
+  pthread_mutex_destroy(&gate->lock);
+  free(gate);
+}
+
+static bool gate_is_open(const void *argument) {
+  return atomic_load_explicit(&((const cpu_gate *)argument)->opened, memory_order_acquire);
+}
+
+/* The executing thread waits at the gate: briefly polling (a copy staged
+ * for it is usually short), then asleep. */
+static void gate_pass(cpu_gate *gate) {
+  if (!cpu_poll(gate_is_open, gate, gate->plugin->waiter_poll_ns)) {
+    pthread_mutex_lock(&gate->lock);
+    while (!atomic_load_explicit(&gate->opened, memory_order_relaxed))
+      pthread_cond_wait(&gate->opened_cond, &gate->lock);
+    pthread_mutex_unlock(&gate->lock);
+  }
+  gate_unref(gate);
+}
+
 /* Runs one command on the executing thread; a failure is kept for the next
  * queue_finish (the first one wins). */
 static void execute_command(cpu_queue *queue, command *c) {
@@ -51,6 +75,9 @@ static void execute_command(cpu_queue *queue, command *c) {
     pthread_mutex_unlock(&event->lock);
     break;
   }
+  case COMMAND_GATE:
+    gate_pass(c->gate);
+    break;
   }
   if (status != TSR_OK) {
     pthread_mutex_lock(&queue->lock);
@@ -344,4 +371,43 @@ void cpu_event_destroy(void *handle) {
   pthread_cond_destroy(&event->reached);
   pthread_mutex_destroy(&event->lock);
   free(event);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Several devices                                                           */
+/* ------------------------------------------------------------------------ */
+
+tsr_status cpu_queue_wait_event(void *queue, void *event) {
+  /* A queue is in order; another queue's event is bridged by the core (a
+   * command here that points at another queue's event would outlive it). */
+  return ((const cpu_event *)event)->queue == queue ? TSR_OK : TSR_ERROR_UNSUPPORTED;
+}
+
+tsr_status cpu_queue_gate(void *handle, void **out) {
+  cpu_queue *queue = handle;
+  cpu_plugin *plugin = queue->device->plugin;
+  cpu_gate *gate = calloc(1, sizeof *gate);
+  command *c = gate ? cpu_command_new(plugin, COMMAND_GATE) : NULL;
+  if (!c) {
+    free(gate);
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY, "cannot allocate a gate");
+  }
+  pthread_mutex_init(&gate->lock, NULL);
+  pthread_cond_init(&gate->opened_cond, NULL);
+  atomic_init(&gate->opened, false);
+  atomic_init(&gate->refs, 2);
+  gate->plugin = plugin;
+  c->gate = gate;
+  *out = gate;
+  cpu_enqueue(queue, c);
+  return TSR_OK;
+}
+
+void cpu_gate_open(void *handle) {
+  cpu_gate *gate = handle;
+  pthread_mutex_lock(&gate->lock);
+  atomic_store_explicit(&gate->opened, true, memory_order_release);
+  pthread_cond_broadcast(&gate->opened_cond);
+  pthread_mutex_unlock(&gate->lock);
+  gate_unref(gate);
 }

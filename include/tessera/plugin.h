@@ -517,6 +517,43 @@ typedef struct tsr_plugin_v2 {
    * TSR_ERROR_UNSUPPORTED (with a sentence) for a kind the device cannot
    * use. */
   tsr_status (*queue_wrap)(void *device, int32_t kind, uint64_t stream, void **queue);
+
+  /* ---- Appended to ABI 2 (several devices). Read only when struct_size
+   * covers them; a plugin without them still runs everything on one device,
+   * and the core then does waits and copies across devices on the calling
+   * thread. ---- */
+
+  /* Work queued on `queue` after this call starts only once `event` (one of
+   * this plugin's events, of this device or another) has passed; the calling
+   * thread does not wait. TSR_ERROR_UNSUPPORTED, without a sentence, when the
+   * device cannot wait for that event itself (an event of another device
+   * where the API has no shared sync object): the core then waits for it on
+   * the host in a helper thread and releases the queue through a gate. The
+   * event's queue is not locked during this call; event_flush ran on it
+   * first. */
+  tsr_status (*queue_wait_event)(void *queue, void *event);
+  /* Makes sure `event` will pass without any further call on its queue
+   * (submits a command buffer still being recorded). Called under the
+   * queue's lock; afterwards event_wait(event) may run on any thread without
+   * that lock, alongside other calls on the queue. NULL: event_wait never
+   * needs the queue's lock. */
+  tsr_status (*event_flush)(void *event);
+  /* A gate: work queued on `queue` after this call starts only after
+   * gate_open(*gate). queue_finish, event waits and queue_destroy wait for it
+   * as for any queued work. gate_open is called exactly once per gate, from
+   * any thread, without the queue's lock, and frees the gate; the core keeps
+   * the queue alive until it returns. Gates of one queue may be opened in any
+   * order; each holds only the work queued after it. */
+  tsr_status (*queue_gate)(void *queue, void **gate);
+  void (*gate_open)(void *gate);
+  /* Queues a copy of `bytes` from `src` (a buffer of src_device) to `dst` (of
+   * dst_device), two devices of this plugin of which the queue's device is
+   * one, peer to peer where the hardware allows. It is ordered on `queue`
+   * only: the other device's queues are ordered by the caller with events.
+   * TSR_ERROR_UNSUPPORTED, without a sentence, when the devices cannot copy
+   * between them: the core then stages the copy through host memory. */
+  tsr_status (*buffer_copy_peer)(void *queue, void *src_device, void *src, uint64_t src_offset,
+                                 void *dst_device, void *dst, uint64_t dst_offset, uint64_t bytes);
 } tsr_plugin_v2;
 
 /* The struct_size of the first ABI 2 table: the smallest the core accepts.

@@ -394,7 +394,18 @@ TSR_API tsr_status tsr_buffer_write(tsr_queue *queue, tsr_buffer *buffer, size_t
  * returns once `dst` holds the data. */
 TSR_API tsr_status tsr_buffer_read(tsr_queue *queue, const tsr_buffer *buffer, size_t offset,
                                    void *dst, size_t bytes);
-/* Queues a device-side copy between (or within, without overlap) buffers. */
+/* Queues a copy between (or within, without overlap) buffers. src and dst
+ * may be on two different devices, of one plugin or of two (cuda:0 to
+ * cuda:1, cuda:0 to vulkan:1, cpu:0 to vulkan:0); the queue's device must be
+ * one of them. The copy is ordered on `queue` alone: it starts after the
+ * queue's earlier work, and the queue's later work starts after it. The
+ * other device's queues are not synchronised with it: order them with
+ * events (tsr_event_record on one side, tsr_queue_wait_event on the other),
+ * as with CUDA's peer copies. Between GPUs of one plugin that can reach each
+ * other the copy is peer to peer (CUDA peer access); otherwise a helper
+ * thread of the context stages it through host memory once the queue
+ * reaches it. Either way the calling thread does not wait, and a failure of
+ * a staged copy is returned by the queue's next tsr_queue_finish. */
 TSR_API tsr_status tsr_buffer_copy(tsr_queue *queue, const tsr_buffer *src, size_t src_offset,
                                    tsr_buffer *dst, size_t dst_offset, size_t bytes);
 
@@ -402,6 +413,14 @@ TSR_API tsr_status tsr_buffer_copy(tsr_queue *queue, const tsr_buffer *src, size
 TSR_API tsr_status tsr_event_record(tsr_queue *queue, tsr_event **out);
 /* Blocks until the queue has passed the event. */
 TSR_API tsr_status tsr_event_wait(tsr_event *event);
+/* Work queued on `queue` after this call starts only once `event` has
+ * passed; the calling thread does not wait. The event may come from any
+ * queue of any device: another queue of the same device, another GPU of the
+ * same plugin (waited for on the device, e.g. cuStreamWaitEvent), or a
+ * device of another plugin (a helper thread of the context waits for it on
+ * the host, then releases the queue). The event may be destroyed right
+ * after this call. */
+TSR_API tsr_status tsr_queue_wait_event(tsr_queue *queue, tsr_event *event);
 /* Milliseconds of device time between two completed events of one queue. */
 TSR_API tsr_status tsr_event_elapsed_ms(tsr_event *start, tsr_event *end, double *ms);
 TSR_API void tsr_event_destroy(tsr_event *event);
