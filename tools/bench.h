@@ -91,6 +91,9 @@ typedef struct bench_options {
   const char *suite_arg;    /* --suite as given; NULL: none */
   bench_suite *suite;       /* the suite read; NULL when none is needed (--op with --shape) */
   tsr_compute_mode compute; /* f32 GEMM rows: strict or tf32 */
+  /* After the solo rows, every row again on all devices at once, one
+   * thread each, each device's rate beside its solo rate. */
+  bool concurrent;
 } bench_options;
 
 /* What a device can do at most, measured at the start of its rows. */
@@ -208,6 +211,14 @@ void bench_print_row(const bench_row *row, bool cpu, const char *vendor_blas);
 /* `hip`: a HIP device ran, so hipBLASLt / rocBLAS are explained too;
  * `opencl`: an OpenCL GPU ran, so CLBlast is. */
 void bench_print_legend(bool hip, bool opencl);
+/* The timing plan of a row (cmd_bench.c). */
+timing_plan bench_plan_for(const problem_spec *spec, bool short_run, int device_type);
+/* --concurrent (bench_concurrent.c): each row present on two devices or
+ * more runs on all of them at once, a thread per device with its own queue;
+ * prints each device's rate beside its solo rate (rows: device d's row i at
+ * [d * spec_count + i]). Returns the number of rows that failed. */
+int bench_concurrent(const device_selection *selection, const problem_spec *specs, int spec_count,
+                     const bench_row *rows, const bool *present, const bench_options *o);
 void bench_print_criteria(const criterion_result *results, int count, const bench_suite *suite);
 /* The JSON report; `filters` as given on the command line. */
 bool bench_write_json(const char *path, const bench_options *o, const filter_text *filters,

@@ -270,7 +270,7 @@ static void calibrate_device(tsr_device *device, const tsr_device_info *info, ts
 /* One row                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static timing_plan plan_for(const problem_spec *spec, bool short_run, int device_type) {
+timing_plan bench_plan_for(const problem_spec *spec, bool short_run, int device_type) {
   double flops = problem_flops(spec), bytes = problem_bytes(spec);
   /* One long run needs no second warm-up. */
   bool heavy = flops > 4e9 || bytes > 512e6;
@@ -452,7 +452,7 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
       break;
     }
   }
-  timing_plan plan = plan_for(spec, o->short_run, info->type);
+  timing_plan plan = bench_plan_for(spec, o->short_run, info->type);
   /* A row bound by memory is compared with copies timed just before and
    * just after it (median of both). */
   bool bracket = judged && !compute_bound && copy->src != NULL;
@@ -554,6 +554,8 @@ static int parse_bench_options(int argc, char **argv, bench_options *o, bench_su
       o->short_run = true;
     } else if (arg_flag(&c, "--list")) {
       o->list = true;
+    } else if (arg_flag(&c, "--concurrent")) {
+      o->concurrent = true;
     } else if (arg_value(&c, "--compute", &value)) {
       if (strcmp(value, "tf32") == 0) {
         o->compute = TSR_COMPUTE_TF32;
@@ -819,6 +821,8 @@ int cmd_bench(int argc, char **argv) {
     clblast_close(cal->clblast);
     cal->clblast = NULL;
   }
+  if (o.concurrent && !o.list && selection.count > 1)
+    failures += bench_concurrent(&selection, specs, spec_count, rows, present, &o);
   /* Judged once every device ran: a suite with a reference backend
    * compares with the rows of that backend's first device, which it judges
    * by nothing. */

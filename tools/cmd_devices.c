@@ -87,6 +87,43 @@ static bool device_info_at(tsr_context *context, uint32_t index, tsr_device_info
   return status == TSR_OK;
 }
 
+/* ---- physical devices ---- */
+
+/* Devices grouped by physical id: the same GPU seen through CUDA, Vulkan,
+ * OpenCL and HIP is one group. group[i] is device i's group number (0, 1,
+ * ... in order of first appearance); a device without an id is a group of
+ * its own. Returns the number of groups. */
+static uint32_t physical_groups(const tsr_device_info *infos, uint32_t count, uint32_t *group) {
+  uint32_t groups = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    group[i] = UINT32_MAX;
+    for (uint32_t j = 0; j < i && infos[i].physical_id[0]; j++) {
+      if (strncmp(infos[i].physical_id, infos[j].physical_id, sizeof infos[i].physical_id) == 0) {
+        group[i] = group[j];
+        break;
+      }
+    }
+    if (group[i] == UINT32_MAX)
+      group[i] = groups++;
+  }
+  return groups;
+}
+
+static void print_physical_groups(const tsr_device_info *infos, uint32_t count,
+                                  const uint32_t *group, uint32_t groups) {
+  printf("\nphysical devices (%u; one device seen through several plugins is one):\n", groups);
+  for (uint32_t g = 0; g < groups; g++) {
+    uint32_t first = 0;
+    while (group[first] != g)
+      first++;
+    printf("  %-4u %-40.40s  ", g, infos[first].name);
+    for (uint32_t i = first, shown = 0; i < count; i++)
+      if (group[i] == g)
+        printf("%s%s", shown++ ? ", " : "", infos[i].selector);
+    printf("\n       id %s\n", infos[first].physical_id[0] ? infos[first].physical_id : "(none)");
+  }
+}
+
 /* ---- --json ---- */
 
 static int print_json(tsr_context *context) {
@@ -97,15 +134,23 @@ static int print_json(tsr_context *context) {
     cli_api_error("tsr_device_count", status);
     return EXIT_FAILED;
   }
+  tsr_device_info *infos = calloc(count ? count : 1, sizeof *infos);
+  uint32_t *group = calloc(count ? count : 1, sizeof *group);
+  bool read = infos && group;
+  for (uint32_t i = 0; i < count && read; i++)
+    read = device_info_at(context, i, &infos[i]);
+  if (read)
+    physical_groups(infos, count, group);
   printf("\"devices\": [");
-  for (uint32_t i = 0; i < count; i++) {
-    tsr_device_info info;
-    if (!device_info_at(context, i, &info))
-      return EXIT_FAILED;
+  for (uint32_t i = 0; i < count && read; i++) {
     printf("%s\n  {\"index\": %u, ", i ? "," : "", i);
-    json_device_members(stdout, &info);
-    printf("}");
+    json_device_members(stdout, &infos[i]);
+    printf(", \"physical_group\": %u}", group[i]);
   }
+  free(infos);
+  free(group);
+  if (!read)
+    return EXIT_FAILED;
   printf("\n],\n\"plugins\": [");
   status = tsr_plugin_count(context, &count);
   if (status != TSR_OK) {
@@ -186,25 +231,31 @@ int cmd_devices(int argc, char **argv) {
     tsr_context_destroy(context);
     return EXIT_FAILED;
   }
-  if (count == 0) {
-    printf("no devices found%s\n", verbose ? "" : " (run 'tessera devices --verbose' for why)");
-  } else {
-    printf("%-5s %-12s %-5s %-40s %10s %5s  %s\n", "index", "selector", "type", "name", "memory",
-           "units", "dtypes");
-  }
-  int rc = EXIT_OK;
-  for (uint32_t i = 0; i < count; i++) {
-    tsr_device_info info;
-    if (!device_info_at(context, i, &info)) {
+  tsr_device_info *infos = calloc(count ? count : 1, sizeof *infos);
+  uint32_t *group = calloc(count ? count : 1, sizeof *group);
+  int rc = infos && group ? EXIT_OK : EXIT_FAILED;
+  for (uint32_t i = 0; i < count && rc == EXIT_OK; i++)
+    if (!device_info_at(context, i, &infos[i]))
       rc = EXIT_FAILED;
-      continue;
+  if (rc == EXIT_OK && count == 0)
+    printf("no devices found%s\n", verbose ? "" : " (run 'tessera devices --verbose' for why)");
+  if (rc == EXIT_OK && count > 0) {
+    uint32_t groups = physical_groups(infos, count, group);
+    printf("%-5s %-12s %-5s %4s %-40s %10s %5s  %s\n", "index", "selector", "type", "phys", "name",
+           "memory", "units", "dtypes");
+    for (uint32_t i = 0; i < count; i++) {
+      const tsr_device_info *info = &infos[i];
+      char memory[32], dtypes[64];
+      format_bytes(memory, sizeof memory, info->memory_bytes);
+      format_dtype_mask(dtypes, sizeof dtypes, info->dtype_mask);
+      printf("%-5u %-12s %-5s %4u %-40.40s %10s %5u  %s\n", i, info->selector,
+             device_type_name(info->type), group[i], info->name, memory, info->compute_units,
+             dtypes);
     }
-    char memory[32], dtypes[64];
-    format_bytes(memory, sizeof memory, info.memory_bytes);
-    format_dtype_mask(dtypes, sizeof dtypes, info.dtype_mask);
-    printf("%-5u %-12s %-5s %-40.40s %10s %5u  %s\n", i, info.selector, device_type_name(info.type),
-           info.name, memory, info.compute_units, dtypes);
+    print_physical_groups(infos, count, group, groups);
   }
+  free(infos);
+  free(group);
   if (verbose &&
       (print_search_dirs(context) != EXIT_OK || print_plugin_reports(context) != EXIT_OK))
     rc = EXIT_FAILED;

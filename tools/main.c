@@ -60,7 +60,7 @@ static const command_entry commands[] = {
     {"bench", cmd_bench,
      "bench [--device SEL ...|--all] [--op NAME] [--dtype D] [--shape SHAPE]\n"
      "        [--causal] [--compute strict|tf32] [--suite NAME|PATH]\n"
-     "        [--short] [--json FILE] [--list]",
+     "        [--short] [--json FILE] [--list] [--concurrent]",
      "Time ops with queue events (median, min and max over rotated inputs): GFLOP/s,\n"
      "GB/s and the fraction of the measured peak (copy bandwidth; on CPUs the FMA\n"
      "rate of the device's threads); f32 GEMM on CPUs also runs OpenBLAS on the\n"
@@ -89,7 +89,9 @@ static const command_entry commands[] = {
      "  --short            fewer runs; rows marked short instead of full (default:\n"
      "                     smaller sizes)\n"
      "  --json FILE        write rows, calibration, criteria, version and devices as JSON\n"
-     "  --list             list the rows each device would time; time nothing\n",
+     "  --list             list the rows each device would time; time nothing\n"
+     "  --concurrent       then every row on all the devices at once (a thread and a\n"
+     "                     queue each): each device's rate beside its solo rate\n",
      true},
     {"tune", cmd_tune,
      "tune --device SEL --op NAME [--dtype D] --shape SHAPE [--causal] [--db FILE]",
