@@ -315,21 +315,27 @@ tsr_status tsr_queue_wait_event(tsr_queue *queue, tsr_event *event) {
       return tsr__fail_plugin(st, call, "the plugin could not queue the wait");
     tsr__take_plugin_error(NULL, 0); /* no sentence is owed for UNSUPPORTED */
   }
-  if (!tsr__plugin_multi(queue->device)) {
-    /* No gates: wait here, so the queue's later work comes after it. */
+  bridge_job *job = NULL;
+  if (tsr__plugin_multi(queue->device)) {
+    st = job_new(queue, call, &job);
+    if (st != TSR_OK)
+      return st;
+    lock_queue(queue);
+    st = t->queue_gate(queue->handle, &job->gate);
+    unlock_queue(queue);
+    if (st != TSR_OK) {
+      free(job);
+      job = NULL;
+      if (st != TSR_ERROR_UNSUPPORTED)
+        return tsr__fail_plugin(st, call, "the plugin could not queue a gate");
+      tsr__take_plugin_error(NULL, 0);
+    }
+  }
+  if (!job) {
+    /* No gates here: wait on this thread, so the queue's later work comes
+     * after the event. */
     st = wait_event_unlocked(event);
     return st == TSR_OK ? st : tsr__fail_plugin(st, call, "waiting for the event failed");
-  }
-  bridge_job *job = NULL;
-  st = job_new(queue, call, &job);
-  if (st != TSR_OK)
-    return st;
-  lock_queue(queue);
-  st = t->queue_gate(queue->handle, &job->gate);
-  unlock_queue(queue);
-  if (st != TSR_OK) {
-    free(job);
-    return tsr__fail_plugin(st, call, "the plugin could not queue a gate");
   }
   __atomic_add_fetch(&event->refs, 1, __ATOMIC_ACQ_REL);
   job->event = event;
@@ -340,42 +346,14 @@ tsr_status tsr_queue_wait_event(tsr_queue *queue, tsr_event *event) {
 
 /* ---- tsr_buffer_copy across devices ---- */
 
-tsr_status tsr__copy_across(tsr_queue *queue, tsr_buffer *src, size_t src_offset, tsr_buffer *dst,
-                            size_t dst_offset, size_t bytes) {
+/* The copy behind a gate, staged by a helper thread. TSR_ERROR_UNSUPPORTED
+ * (nothing queued, no sentence) when the plugin has no gate for the queue
+ * after all. */
+static tsr_status copy_gated(tsr_queue *queue, tsr_buffer *src, size_t src_offset, tsr_buffer *dst,
+                             size_t dst_offset, size_t bytes) {
   static const char call[] = "tsr_buffer_copy";
   const tsr_plugin_v2 *t = tsr__table(queue->device);
-  tsr__buffer_mark(src, queue);
-  tsr__buffer_mark(dst, queue);
   tsr_status st;
-  if (src->device->plugin == dst->device->plugin && t->buffer_copy_peer) {
-    lock_queue(queue);
-    st = t->buffer_copy_peer(queue->handle, src->device->handle, src->handle, src_offset,
-                             dst->device->handle, dst->handle, dst_offset, bytes);
-    unlock_queue(queue);
-    if (st == TSR_OK)
-      return TSR_OK;
-    if (st != TSR_ERROR_UNSUPPORTED)
-      return tsr__fail_plugin(st, call, "the plugin could not queue the copy between devices");
-    tsr__take_plugin_error(NULL, 0); /* no sentence is owed for UNSUPPORTED */
-  }
-  /* Both devices' handles are open: each buffer was made on its device. */
-  if (!tsr__plugin_multi(queue->device) || !t->event_record || !t->event_wait) {
-    /* No gates: the queue's earlier work first, then the copy, here. */
-    lock_queue(queue);
-    void *reached = NULL;
-    st =
-        t->event_record ? t->event_record(queue->handle, &reached) : t->queue_finish(queue->handle);
-    if (st == TSR_OK && reached) {
-      st = t->event_wait(reached);
-      t->event_destroy(reached);
-    }
-    unlock_queue(queue);
-    if (st != TSR_OK)
-      return tsr__fail_plugin(st, call, "waiting for the queue's earlier work failed");
-    char why[320];
-    st = stage_copy(src, src_offset, dst, dst_offset, bytes, why, sizeof why);
-    return st == TSR_OK ? st : tsr__fail(st, call, "%s", why);
-  }
   if (!tsr__buffer_ref(src))
     return tsr__fail(TSR_ERROR_INVALID_VALUE, call, "src was destroyed during the call");
   if (!tsr__buffer_ref(dst)) {
@@ -411,9 +389,52 @@ tsr_status tsr__copy_across(tsr_queue *queue, tsr_buffer *src, size_t src_offset
     tsr__buffer_unref(src);
     tsr__buffer_unref(dst);
     free(job);
+    if (st == TSR_ERROR_UNSUPPORTED)
+      return st;
     return tsr__fail_plugin(st, call, "the plugin could not queue the copy's gate");
   }
   pin(job->context, queue, NULL);
   job_start(job);
   return TSR_OK;
+}
+
+tsr_status tsr__copy_across(tsr_queue *queue, tsr_buffer *src, size_t src_offset, tsr_buffer *dst,
+                            size_t dst_offset, size_t bytes) {
+  static const char call[] = "tsr_buffer_copy";
+  const tsr_plugin_v2 *t = tsr__table(queue->device);
+  tsr__buffer_mark(src, queue);
+  tsr__buffer_mark(dst, queue);
+  tsr_status st;
+  if (src->device->plugin == dst->device->plugin && t->buffer_copy_peer) {
+    lock_queue(queue);
+    st = t->buffer_copy_peer(queue->handle, src->device->handle, src->handle, src_offset,
+                             dst->device->handle, dst->handle, dst_offset, bytes);
+    unlock_queue(queue);
+    if (st == TSR_OK)
+      return TSR_OK;
+    if (st != TSR_ERROR_UNSUPPORTED)
+      return tsr__fail_plugin(st, call, "the plugin could not queue the copy between devices");
+    tsr__take_plugin_error(NULL, 0); /* no sentence is owed for UNSUPPORTED */
+  }
+  /* Both devices' handles are open: each buffer was made on its device. */
+  if (tsr__plugin_multi(queue->device) && t->event_record && t->event_wait) {
+    st = copy_gated(queue, src, src_offset, dst, dst_offset, bytes);
+    if (st != TSR_ERROR_UNSUPPORTED)
+      return st;
+    tsr__take_plugin_error(NULL, 0);
+  }
+  /* No gates: the queue's earlier work first, then the copy, here. */
+  lock_queue(queue);
+  void *reached = NULL;
+  st = t->event_record ? t->event_record(queue->handle, &reached) : t->queue_finish(queue->handle);
+  if (st == TSR_OK && reached) {
+    st = t->event_wait(reached);
+    t->event_destroy(reached);
+  }
+  unlock_queue(queue);
+  if (st != TSR_OK)
+    return tsr__fail_plugin(st, call, "waiting for the queue's earlier work failed");
+  char why[320];
+  st = stage_copy(src, src_offset, dst, dst_offset, bytes, why, sizeof why);
+  return st == TSR_OK ? st : tsr__fail(st, call, "%s", why);
 }

@@ -32,6 +32,7 @@ enum {
   CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
   CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
 };
@@ -73,6 +74,10 @@ enum { CU_STREAM_NON_BLOCKING = 1 };
  * address space. */
 enum { CU_MEMHOSTREGISTER_PORTABLE = 1, CU_MEMHOSTREGISTER_DEVICEMAP = 2 };
 enum { CU_EVENT_DEFAULT = 0 };
+/* cuMemHostAlloc flags: as cuMemHostRegister's. */
+enum { CU_MEMHOSTALLOC_PORTABLE = 1, CU_MEMHOSTALLOC_DEVICEMAP = 2 };
+/* cuStreamWaitValue32: until (int32_t)(*address - value) >= 0. */
+enum { CU_STREAM_WAIT_VALUE_GEQ = 0 };
 
 /* X(field, exported symbol, older symbol or NULL, parameters): the entry
  * points a user cannot do without... */
@@ -129,9 +134,12 @@ enum { CU_EVENT_DEFAULT = 0 };
 
 /* ...and those that may be missing (NULL then): the tensor-map encoder of
  * CUDA 12.0+ drivers (without it the TMA-fed sm_90a GEMM kernels are not
- * offered), the synchronous copies the plugin never uses, and interop: the
+ * offered), the synchronous copies the plugin never uses, interop: the
  * context of an application's stream (CUDA 9.2+), host memory registration
- * (tsr_buffer_wrap_host). */
+ * (tsr_buffer_wrap_host), and several GPUs: waits on another GPU's event,
+ * stream waits on a host word (gates; the _v2 entry of CUDA 11.7+ drivers,
+ * where stream memory operations are on by default), peer access and peer
+ * copies. */
 #define CUDA_API_OPTIONAL(X)                                                                       \
   X(cuStreamGetCtx, cuStreamGetCtx, NULL, (CUstream stream, CUcontext * context))                  \
   X(cuMemHostRegister, cuMemHostRegister_v2, "cuMemHostRegister",                                  \
@@ -145,7 +153,19 @@ enum { CU_EVENT_DEFAULT = 0 };
      const unsigned int *box_dims, const unsigned int *element_strides, int interleave,            \
      int swizzle, int l2_promotion, int oob_fill))                                                 \
   X(cuMemcpyHtoD, cuMemcpyHtoD_v2, NULL, (CUdeviceptr dst, const void *src, size_t bytes))         \
-  X(cuMemcpyDtoH, cuMemcpyDtoH_v2, NULL, (void *dst, CUdeviceptr src, size_t bytes))
+  X(cuMemcpyDtoH, cuMemcpyDtoH_v2, NULL, (void *dst, CUdeviceptr src, size_t bytes))               \
+  X(cuStreamWaitEvent, cuStreamWaitEvent, NULL,                                                    \
+    (CUstream stream, CUevent event, unsigned int flags))                                          \
+  X(cuMemHostAlloc, cuMemHostAlloc, NULL, (void **pointer, size_t bytes, unsigned int flags))      \
+  X(cuMemFreeHost, cuMemFreeHost, NULL, (void *pointer))                                           \
+  X(cuStreamWaitValue32, cuStreamWaitValue32_v2, "cuStreamWaitValue32",                            \
+    (CUstream stream, CUdeviceptr address, unsigned int value, unsigned int flags))                \
+  X(cuDeviceCanAccessPeer, cuDeviceCanAccessPeer, NULL,                                            \
+    (int *can, CUdevice device, CUdevice peer))                                                    \
+  X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, NULL, (CUcontext peer, unsigned int flags))      \
+  X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, NULL,                                                    \
+    (CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src, CUcontext src_context, size_t bytes, \
+     CUstream stream))
 
 /* The prototypes, under the exported names (libcuda's own, or the stand-in
  * driver's definitions). */

@@ -218,6 +218,7 @@ void gpu_device_destroy(gpu_device *device) {
   if (device->module && entered)
     d->module_unload(d->context, device->module);
   free(device->kernels);
+  free(device->peer_serials);
   pthread_mutex_destroy(&device->lock);
   free(device);
 }
@@ -233,6 +234,15 @@ tsr_status gpu_device_create(gpu_plugin *plugin, uint32_t index, void *context, 
   device->arch =
       plugin->catalog.vendor->arch_of(device->props->arch_major, device->props->arch_minor);
   pthread_mutex_init(&device->lock, NULL);
+  /* Numbered from 1: 0 marks a peer not set up yet (memory.c). */
+  static uint64_t serials;
+  device->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+  device->peer_serials = calloc((size_t)plugin->device_count, sizeof *device->peer_serials);
+  if (!device->peer_serials) {
+    gpu_device_destroy(device);
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for a device");
+  }
   const gpu_driver *d = &plugin->driver;
   const gpu_vendor *vendor = plugin->catalog.vendor;
   int error = d->module_load(d->context, vendor->image, &device->module);

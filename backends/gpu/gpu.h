@@ -74,6 +74,12 @@ typedef struct gpu_device {
   pthread_mutex_t lock; /* guards the queue list and the registrations */
   struct gpu_queue *queues;
   gpu_host_registration *registrations;
+  /* Peer access (memory.c): this opening's number, unique in the process,
+   * and per device index of the plugin the number of the opening of it
+   * that peer access was set up with (0: none yet). A peer closed and
+   * opened again (a new context) gets a new number, so it is set up again. */
+  uint64_t serial;
+  uint64_t *peer_serials;
 } gpu_device;
 
 typedef struct gpu_buffer {
@@ -104,6 +110,9 @@ typedef struct gpu_queue {
   size_t workspace_bytes;
   /* The plain GEMM's parameter block (ops_gemm.c): group arrays always zero. */
   tsr_gpu_gemm_params gemm_params;
+  /* Gates (queue.c): the host word the stream waits on; NULL until the
+   * first gate. */
+  struct gpu_gate_opener *gates;
 } gpu_queue;
 
 typedef struct gpu_event {
@@ -164,6 +173,8 @@ tsr_status gpu_buffer_write(void *queue, void *buffer, uint64_t offset, const vo
 tsr_status gpu_buffer_read(void *queue, void *buffer, uint64_t offset, void *dst, uint64_t bytes);
 tsr_status gpu_buffer_copy(void *queue, void *src, uint64_t src_offset, void *dst,
                            uint64_t dst_offset, uint64_t bytes);
+tsr_status gpu_buffer_copy_peer(void *queue, void *src_device, void *src, uint64_t src_offset,
+                                void *dst_device, void *dst, uint64_t dst_offset, uint64_t bytes);
 tsr_status gpu_queue_create(void *device, void **queue);
 tsr_status gpu_queue_wrap(void *device, int32_t kind, uint64_t stream, void **queue);
 void gpu_queue_destroy(void *queue);
@@ -172,6 +183,9 @@ tsr_status gpu_event_record(void *queue, void **event);
 tsr_status gpu_event_wait(void *event);
 tsr_status gpu_event_elapsed_ms(void *start, void *end, double *ms);
 void gpu_event_destroy(void *event);
+tsr_status gpu_queue_wait_event(void *queue, void *event);
+tsr_status gpu_queue_gate(void *queue, void **gate);
+void gpu_gate_open(void *gate);
 tsr_status gpu_op_supported(void *device, tsr_op op, const void *args);
 tsr_status gpu_op_variants(void *device, tsr_op op, const void *args, tsr_plugin_variant_list *out);
 tsr_status gpu_op_select(void *device, tsr_op op, const void *args, const char *variant,
@@ -179,7 +193,10 @@ tsr_status gpu_op_select(void *device, tsr_op op, const void *args, const char *
 tsr_status gpu_op_run(void *queue, tsr_op op, const void *args, const void *config);
 
 /* The ABI 2 table entries a GPU plugin takes from this layer, for its
- * tsr_plugin_v2 initialiser (after its own init ... device_close). */
+ * tsr_plugin_v2 initialiser (after its own init ... device_close).
+ * event_flush is NULL: an event is submitted when recorded, and event_wait
+ * (cuEventSynchronize / hipEventSynchronize) touches no queue state, so it
+ * may run on any thread without the queue's lock. */
 #define GPU_LAYER_PLUGIN_ENTRIES                                                                   \
   .buffer_alloc = gpu_buffer_alloc, .buffer_free = gpu_buffer_free, .buffer_host_pointer = NULL,   \
   .queue_create = gpu_queue_create, .queue_destroy = gpu_queue_destroy,                            \
@@ -189,6 +206,8 @@ tsr_status gpu_op_run(void *queue, tsr_op op, const void *args, const void *conf
   .event_elapsed_ms = gpu_event_elapsed_ms, .event_destroy = gpu_event_destroy,                    \
   .buffer_wrap = gpu_buffer_wrap, .op_supported = gpu_op_supported,                                \
   .op_variants = gpu_op_variants, .op_select = gpu_op_select, .op_run = gpu_op_run,                \
-  .buffer_export = gpu_buffer_export, .queue_wrap = gpu_queue_wrap
+  .buffer_export = gpu_buffer_export, .queue_wrap = gpu_queue_wrap,                                \
+  .queue_wait_event = gpu_queue_wait_event, .event_flush = NULL, .queue_gate = gpu_queue_gate,     \
+  .gate_open = gpu_gate_open, .buffer_copy_peer = gpu_buffer_copy_peer
 
 #endif /* TESSERA_GPU_H */

@@ -90,6 +90,30 @@ typedef struct gpu_driver {
   int (*host_unregister)(void *context, void *pointer);
   int (*host_address)(void *context, void *pointer, gpu_address *address);
   int host_already_registered;
+
+  /* Several GPUs of one plugin (the ABI's queue_wait_event, queue_gate and
+   * buffer_copy_peer); each may be NULL where the runtime lacks it, and the
+   * layer then answers TSR_ERROR_UNSUPPORTED so the core falls back.
+   * stream_wait_event: later work on `stream` waits for `event`, which may
+   * be another device's. host_alloc / host_free: pinned host memory mapped
+   * for every device (host_address gives its device address).
+   * stream_wait_value32: later work on `stream` waits until the 32-bit word
+   * at `address` is >= `value`. peer_can_access: whether device `device`
+   * (a handle, as gpu_device_props) can map the memory of device `peer`.
+   * peer_enable: the current context may use the memory of the context
+   * `peer_context` (peer_already_enabled: its error when it already may).
+   * copy_peer: a copy from a device address of one context to one of
+   * another, on `stream`; the runtime stages it through host memory where
+   * peer access is off. */
+  int (*stream_wait_event)(void *context, void *stream, void *event);
+  int (*host_alloc)(void *context, size_t bytes, void **pointer);
+  int (*host_free)(void *context, void *pointer);
+  int (*stream_wait_value32)(void *context, void *stream, gpu_address address, uint32_t value);
+  int (*peer_can_access)(void *context, int device, int peer, int *can);
+  int (*peer_enable)(void *context, void *peer_context);
+  int (*copy_peer)(void *context, gpu_address dst, void *dst_context, gpu_address src,
+                   void *src_context, size_t bytes, void *stream);
+  int peer_already_enabled;
 } gpu_driver;
 
 #endif /* TESSERA_GPU_DRIVER_H */

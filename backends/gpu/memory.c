@@ -311,3 +311,104 @@ tsr_status gpu_buffer_copy(void *handle, void *src_handle, uint64_t src_offset, 
                           (size_t)bytes, queue->stream);
   return error == 0 ? TSR_OK : gpu_fail(plugin, error, "copying between buffers");
 }
+
+/* ---- between two GPUs of the plugin ---- */
+
+/* Peer access between two opened devices is set up once per pair of
+ * openings, process-wide (another thread may be copying between them the
+ * other way); rare, so one lock does. */
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Lets `from`'s context use `to`'s memory where the hardware allows (NVLink
+ * or PCIe peer to peer). Best effort: where it is off, the runtime stages
+ * peer copies through host memory itself. Leaves no device current. */
+static void peer_allow(const gpu_device *from, const gpu_device *to) {
+  const gpu_plugin *plugin = from->plugin;
+  const gpu_driver *d = &plugin->driver;
+  int can = 0;
+  int error = d->peer_can_access(d->context, from->props->handle, to->props->handle, &can);
+  if (error == 0 && !can) {
+    tsr_plugin_log(&plugin->host, TSR_LOG_DEBUG,
+                   "GPU %d (%s) cannot access the memory of GPU %d directly; copies between them "
+                   "go through host memory",
+                   from->props->ordinal, from->props->name, to->props->ordinal);
+    return;
+  }
+  if (error == 0)
+    error = d->device_enter(d->context, from->context);
+  if (error == 0) {
+    error = d->peer_enable(d->context, to->context);
+    if (error == d->peer_already_enabled)
+      error = 0;
+  }
+  if (error != 0) {
+    char described[256];
+    d->describe(d->context, error, described, sizeof described);
+    tsr_plugin_log(&plugin->host, TSR_LOG_DEBUG,
+                   "peer access from GPU %d to GPU %d is off (%s); copies between them go "
+                   "through host memory",
+                   from->props->ordinal, to->props->ordinal, described);
+  }
+}
+
+static void peers_connect(gpu_device *a, gpu_device *b) {
+  const gpu_plugin *plugin = a->plugin;
+  const gpu_driver *d = &plugin->driver;
+  if (!d->peer_can_access || !d->peer_enable)
+    return;
+  const size_t ia = (size_t)(a->props - plugin->devices), ib = (size_t)(b->props - plugin->devices);
+  pthread_mutex_lock(&peer_lock);
+  if (a->peer_serials[ib] != b->serial || b->peer_serials[ia] != a->serial) {
+    peer_allow(a, b);
+    peer_allow(b, a);
+    /* Tried once per pair of openings, whatever the answer. */
+    a->peer_serials[ib] = b->serial;
+    b->peer_serials[ia] = a->serial;
+  }
+  pthread_mutex_unlock(&peer_lock);
+}
+
+/* A copy between buffers of two devices of the plugin, on the queue's
+ * stream (the queue's device is one of them): cuMemcpyPeerAsync /
+ * hipMemcpyPeerAsync, peer to peer once peer access is on. Wrapped device
+ * memory is copied like the plugin's own; wrapped host memory is left to
+ * the core (TSR_ERROR_UNSUPPORTED), which copies it through the host. */
+tsr_status gpu_buffer_copy_peer(void *handle, void *src_device, void *src_handle,
+                                uint64_t src_offset, void *dst_device, void *dst_handle,
+                                uint64_t dst_offset, uint64_t bytes) {
+  gpu_queue *queue = handle;
+  gpu_device *from = src_device, *to = dst_device;
+  gpu_plugin *plugin = queue->device->plugin;
+  const gpu_driver *d = &plugin->driver;
+  const gpu_buffer *src = src_handle, *dst = dst_handle;
+  if (queue->device != from && queue->device != to)
+    return tsr_plugin_fail(&plugin->host, TSR_ERROR_WRONG_DEVICE,
+                           "buffer_copy_peer: the queue's device (GPU %d) holds neither the "
+                           "source (on GPU %d) nor the destination (on GPU %d)",
+                           queue->device->props->ordinal, from->props->ordinal, to->props->ordinal);
+  if (!check_range(plugin, "copy source", src, src_offset, bytes) ||
+      !check_range(plugin, "copy destination", dst, dst_offset, bytes))
+    return TSR_ERROR_OUT_OF_BOUNDS;
+  if (src->kind == TSR_EXTERNAL_HOST_POINTER || dst->kind == TSR_EXTERNAL_HOST_POINTER)
+    return TSR_ERROR_UNSUPPORTED;
+  if (bytes == 0)
+    return TSR_OK;
+  const bool same_context = from->context == to->context;
+  if (!same_context && !d->copy_peer)
+    return TSR_ERROR_UNSUPPORTED;
+  if (!same_context)
+    peers_connect(from, to);
+  tsr_status status = gpu_enter(queue->device);
+  if (status != TSR_OK)
+    return status;
+  const gpu_address source = src->pointer + src_offset, target = dst->pointer + dst_offset;
+  int error = same_context ? d->copy_d2d(d->context, target, source, (size_t)bytes, queue->stream)
+                           : d->copy_peer(d->context, target, to->context, source, from->context,
+                                          (size_t)bytes, queue->stream);
+  if (error == 0)
+    return TSR_OK;
+  char what[128];
+  snprintf(what, sizeof what, "copying %llu bytes from GPU %d to GPU %d", (unsigned long long)bytes,
+           from->props->ordinal, to->props->ordinal);
+  return gpu_fail(plugin, error, what);
+}

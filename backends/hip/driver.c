@@ -1,11 +1,79 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libamdhip64 at run time: dlopen, the runtime API resolved (hip_api.h), and
- * the GPU layer's driver table filled over it. */
+ * the GPU layer's driver table filled over it; here also its entries for
+ * several GPUs (event waits across devices, gates, peer copies). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "hip_internal.h"
+
+/* ---- several GPUs ---- */
+
+/* A device's "context" is its ordinal + 1 (device.c). */
+static int ordinal_of(void *device_context) {
+  return (int)((intptr_t)device_context - 1);
+}
+
+static int stream_wait_event(void *context, void *stream, void *event) {
+  const hip_api *api = context;
+  return api->hipStreamWaitEvent(stream, event, 0);
+}
+
+/* The gate word: pinned for every device, mapped. */
+static int host_alloc(void *context, size_t bytes, void **pointer) {
+  const hip_api *api = context;
+  return api->hipHostMalloc(pointer, bytes, hipHostMallocPortable | hipHostMallocMapped);
+}
+
+static int host_free(void *context, void *pointer) {
+  const hip_api *api = context;
+  return api->hipHostFree(pointer);
+}
+
+static int stream_wait_value32(void *context, void *stream, gpu_address address, uint32_t value) {
+  const hip_api *api = context;
+  return api->hipStreamWaitValue32(stream, (void *)(uintptr_t)address, value, hipStreamWaitValueGte,
+                                   0xffffffffu);
+}
+
+static int peer_can_access(void *context, int device, int peer, int *can) {
+  const hip_api *api = context;
+  return api->hipDeviceCanAccessPeer(can, device, peer);
+}
+
+/* From the current device (device_enter made it so). */
+static int peer_enable(void *context, void *peer_context) {
+  const hip_api *api = context;
+  return api->hipDeviceEnablePeerAccess(ordinal_of(peer_context), 0);
+}
+
+static int copy_peer(void *context, gpu_address dst, void *dst_context, gpu_address src,
+                     void *src_context, size_t bytes, void *stream) {
+  const hip_api *api = context;
+  return api->hipMemcpyPeerAsync((void *)(uintptr_t)dst, ordinal_of(dst_context),
+                                 (const void *)(uintptr_t)src, ordinal_of(src_context), bytes,
+                                 stream);
+}
+
+/* Each group only where the runtime has all its entry points. */
+static void multi_entries(gpu_driver *driver) {
+  const hip_api *api = driver->context;
+  if (api->hipStreamWaitEvent)
+    driver->stream_wait_event = stream_wait_event;
+  if (api->hipHostMalloc && api->hipHostFree && api->hipStreamWaitValue32) {
+    driver->host_alloc = host_alloc;
+    driver->host_free = host_free;
+    driver->stream_wait_value32 = stream_wait_value32;
+  }
+  if (api->hipDeviceCanAccessPeer && api->hipDeviceEnablePeerAccess) {
+    driver->peer_can_access = peer_can_access;
+    driver->peer_enable = peer_enable;
+  }
+  if (api->hipMemcpyPeerAsync)
+    driver->copy_peer = copy_peer;
+  driver->peer_already_enabled = hipErrorPeerAccessAlreadyEnabled;
+}
 
 /* The runtime a system has: ROCm 7, 6, then 5 (Debian 12 ships 5.2). */
 /* RTLD_NODELETE: loaded once per process and never unmapped. The runtime's
@@ -59,6 +127,7 @@ bool hip_driver_open(hip_plugin *plugin, const char *library, char *why, size_t 
   hip_device_entries(driver);
   hip_memory_entries(driver);
   hip_queue_entries(driver);
+  multi_entries(driver);
   return true;
 }
 

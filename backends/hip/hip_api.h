@@ -38,6 +38,7 @@ enum {
   hipErrorInvalidImage = 200,
   hipErrorNoBinaryForGpu = 209,
   hipErrorNotFound = 500,
+  hipErrorPeerAccessAlreadyEnabled = 704,
   hipErrorHostMemoryAlreadyRegistered = 712,
   hipErrorHostMemoryNotRegistered = 713,
 };
@@ -66,6 +67,10 @@ enum { hipStreamNonBlocking = 1 };
  * address space. */
 enum { hipHostRegisterPortable = 1, hipHostRegisterMapped = 2 };
 enum { hipEventDefault = 0 };
+/* hipHostMalloc flags: pinned for every device, mapped. */
+enum { hipHostMallocPortable = 1, hipHostMallocMapped = 2 };
+/* hipStreamWaitValue32: until (*ptr & mask) >= value (not cyclic). */
+enum { hipStreamWaitValueGte = 0 };
 
 /* hipGetDeviceProperties fills a struct whose layout changed between ROCm 5
  * (792 bytes) and 6 (hipDeviceProp_tR0600, about 1.5 KiB); the plugin passes
@@ -124,10 +129,11 @@ enum { HIP_DEVICE_PROPS_BUFFER = 4096 };
      hipStream_t stream, void **params, void **extra))
 
 /* ...and those that may be missing (NULL then): the UUID (ROCm 5.1+), the
- * error words (the plugin then prints the number), and interop: the device
- * of an application's stream, host memory registration
- * (tsr_buffer_wrap_host). These return a value, not an error code, where
- * noted in hip_api. */
+ * error words (the plugin then prints the number), interop: the device of
+ * an application's stream, host memory registration (tsr_buffer_wrap_host),
+ * and several GPUs: waits on another GPU's event, stream waits on a host
+ * word (gates), peer access and peer copies. These return a value, not an
+ * error code, where noted in hip_api. */
 #define HIP_API_OPTIONAL(X)                                                                        \
   X(hipStreamGetDevice, hipStreamGetDevice, NULL, (hipStream_t stream, hipDevice_t * device))      \
   X(hipHostRegister, hipHostRegister, NULL, (void *pointer, size_t bytes, unsigned int flags))     \
@@ -135,7 +141,18 @@ enum { HIP_DEVICE_PROPS_BUFFER = 4096 };
   X(hipHostGetDevicePointer, hipHostGetDevicePointer, NULL,                                        \
     (void **device_pointer, void *pointer, unsigned int flags))                                    \
   X(hipDeviceGetUuid, hipDeviceGetUuid, NULL, (hipUUID * uuid, hipDevice_t device))                \
-  X(hipRuntimeGetVersion, hipRuntimeGetVersion, NULL, (int *version))
+  X(hipRuntimeGetVersion, hipRuntimeGetVersion, NULL, (int *version))                              \
+  X(hipStreamWaitEvent, hipStreamWaitEvent, NULL,                                                  \
+    (hipStream_t stream, hipEvent_t event, unsigned int flags))                                    \
+  X(hipHostMalloc, hipHostMalloc, NULL, (void **pointer, size_t bytes, unsigned int flags))        \
+  X(hipHostFree, hipHostFree, NULL, (void *pointer))                                               \
+  X(hipStreamWaitValue32, hipStreamWaitValue32, NULL,                                              \
+    (hipStream_t stream, void *pointer, uint32_t value, unsigned int flags, uint32_t mask))        \
+  X(hipDeviceCanAccessPeer, hipDeviceCanAccessPeer, NULL, (int *can, int device, int peer))        \
+  X(hipDeviceEnablePeerAccess, hipDeviceEnablePeerAccess, NULL, (int peer, unsigned int flags))    \
+  X(hipMemcpyPeerAsync, hipMemcpyPeerAsync, NULL,                                                  \
+    (void *dst, int dst_device, const void *src, int src_device, size_t bytes,                     \
+     hipStream_t stream))
 
 /* The two that return strings. */
 typedef const char *(*hip_error_words_fn)(hipError_t error);

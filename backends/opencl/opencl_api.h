@@ -39,6 +39,9 @@
   X(clEnqueueCopyBuffer)                                                                           \
   X(clEnqueueFillBuffer)                                                                           \
   X(clEnqueueMarkerWithWaitList)                                                                   \
+  X(clEnqueueBarrierWithWaitList)                                                                  \
+  X(clCreateUserEvent)                                                                             \
+  X(clSetUserEventStatus)                                                                          \
   X(clFlush)                                                                                       \
   X(clFinish)                                                                                      \
   X(clWaitForEvents)                                                                               \

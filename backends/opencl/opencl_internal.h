@@ -181,6 +181,9 @@ tsr_status opencl_event_record(void *queue, void **event);
 tsr_status opencl_event_wait(void *event);
 tsr_status opencl_event_elapsed_ms(void *start, void *end, double *ms);
 void opencl_event_destroy(void *event);
+tsr_status opencl_queue_wait_event(void *queue, void *event);
+tsr_status opencl_queue_gate(void *queue, void **gate);
+void opencl_gate_open(void *gate);
 
 /* ---- programs (program.c) ---- */
 

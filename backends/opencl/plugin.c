@@ -149,6 +149,13 @@ static const tsr_plugin_v2 opencl_plugin_table = {
     .op_variants = opencl_op_variants,
     .op_select = opencl_op_select,
     .op_run = opencl_op_run,
+    .buffer_export = NULL,
+    .queue_wrap = NULL,
+    .queue_wait_event = opencl_queue_wait_event,
+    .event_flush = NULL, /* event_record flushes the queue */
+    .queue_gate = opencl_queue_gate,
+    .gate_open = opencl_gate_open,
+    .buffer_copy_peer = NULL, /* a context per device: no buffer is shared */
 };
 
 TSR_PLUGIN_EXPORT_V2(opencl_plugin_table)

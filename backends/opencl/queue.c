@@ -315,3 +315,71 @@ void opencl_event_destroy(void *handle) {
   api_of(event->queue)->clReleaseEvent(event->handle);
   free(event);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Several devices                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* A gate: a user event a barrier on the queue waits for. */
+typedef struct opencl_gate {
+  const opencl_plugin *plugin;
+  cl_event user;
+} opencl_gate;
+
+/* Each device has a context of its own, and a wait list takes only events
+ * of the queue's context: another device's event is
+ * TSR_ERROR_UNSUPPORTED, and the core waits on the host. The event was
+ * flushed when recorded. */
+tsr_status opencl_queue_wait_event(void *handle, void *event_handle) {
+  opencl_queue *queue = handle;
+  const opencl_event *event = event_handle;
+  if (event->queue == queue)
+    return TSR_OK; /* an in-order queue */
+  if (event->queue->device->context != queue->device->context)
+    return TSR_ERROR_UNSUPPORTED;
+  cl_int error =
+      api_of(queue)->clEnqueueBarrierWithWaitList(queue->handle, 1, &event->handle, NULL);
+  return error == CL_SUCCESS
+             ? TSR_OK
+             : opencl_fail(plugin_of(queue), error, "clEnqueueBarrierWithWaitList (event wait)");
+}
+
+/* Later commands of the in-order queue wait behind the barrier, so gates
+ * opened out of order release nothing queued after a closed one. */
+tsr_status opencl_queue_gate(void *handle, void **out) {
+  opencl_queue *queue = handle;
+  const opencl_api *cl = api_of(queue);
+  opencl_gate *gate = calloc(1, sizeof *gate);
+  if (!gate)
+    return tsr_plugin_fail(&plugin_of(queue)->host, TSR_ERROR_OUT_OF_MEMORY,
+                           "out of host memory for a gate");
+  gate->plugin = plugin_of(queue);
+  cl_int error = CL_SUCCESS;
+  gate->user = cl->clCreateUserEvent(queue->device->context, &error);
+  if (!gate->user || error != CL_SUCCESS) {
+    free(gate);
+    return opencl_fail(plugin_of(queue), error == CL_SUCCESS ? CL_OUT_OF_RESOURCES : error,
+                       "clCreateUserEvent (gate)");
+  }
+  error = cl->clEnqueueBarrierWithWaitList(queue->handle, 1, &gate->user, NULL);
+  if (error != CL_SUCCESS) {
+    cl->clReleaseEvent(gate->user);
+    free(gate);
+    return opencl_fail(plugin_of(queue), error, "clEnqueueBarrierWithWaitList (gate)");
+  }
+  *out = gate;
+  return TSR_OK;
+}
+
+void opencl_gate_open(void *handle) {
+  opencl_gate *gate = handle;
+  if (!gate)
+    return;
+  const opencl_api *cl = &gate->plugin->cl;
+  cl_int error = cl->clSetUserEventStatus(gate->user, CL_COMPLETE);
+  if (error != CL_SUCCESS)
+    tsr_plugin_log(&gate->plugin->host, TSR_LOG_ERROR, "opening a gate: clSetUserEventStatus: %s",
+                   opencl_error_name(error));
+  cl->clReleaseEvent(gate->user);
+  free(gate);
+}

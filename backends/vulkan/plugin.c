@@ -169,6 +169,12 @@ static const tsr_plugin_v2 vulkan_plugin_table = {
     .op_select = vulkan_op_select,
     .op_run = vulkan_op_run,
     .buffer_export = vulkan_buffer_export,
+    .queue_wrap = NULL,
+    .queue_wait_event = vulkan_queue_wait_event,
+    .event_flush = vulkan_event_flush,
+    .queue_gate = vulkan_queue_gate,
+    .gate_open = vulkan_gate_open,
+    .buffer_copy_peer = NULL, /* two VkDevices share no memory: the core stages the copy */
 };
 
 TSR_PLUGIN_EXPORT_V2(vulkan_plugin_table)

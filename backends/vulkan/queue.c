@@ -8,7 +8,12 @@
  * Work is submitted when a transfer, an event wait or finish needs it, and
  * every 64 commands so the device starts while the host records more.
  * Events are timeline values plus a timestamp query, recorded without a
- * submission of their own. */
+ * submission of their own.
+ * Several devices: the barrier at each command also orders it after every
+ * command submitted earlier to the device's VkQueue by any tessera queue, so
+ * a queue waits for another queue's submitted event by submission order
+ * alone. A gate holds the queue's later command buffers on the host (see
+ * vulkan_gates) until gate_open submits them. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,13 @@ enum {
   STAGING_MIN = 4 << 20,
   STAGING_MAX = 64 << 20,
   FAULT_BYTES = TSR_PLUGIN_FAULT_COUNT * 4
+};
+
+/* A gate (queue_gate): its ticket among the queue's gates. */
+struct vulkan_gate {
+  vulkan_queue *queue;
+  uint64_t ticket;
+  vulkan_gate *next; /* in gates.early once opened ahead of an earlier gate */
 };
 
 static const vulkan_plugin *plugin_of(const vulkan_queue *queue) {
@@ -105,18 +117,107 @@ static tsr_status prepare(vulkan_queue *queue) {
   return TSR_OK;
 }
 
-static tsr_status wait_value(vulkan_queue *queue, uint64_t value) {
+/* Waits for the queue's timeline to reach `value`, reading no queue state
+ * that its owner changes (event waits on other threads use it). */
+static tsr_status wait_timeline(const vulkan_queue *queue, uint64_t value) {
   vulkan_device *device = queue->device;
   VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                               .semaphoreCount = 1,
                               .pSemaphores = &queue->timeline,
                               .pValues = &value};
   VkResult result = device->vk.vkWaitSemaphores(device->handle, &wait, UINT64_MAX);
-  if (result != VK_SUCCESS) {
-    queue->failed = vulkan_fail(device->plugin, result, "waiting for queued work");
-    return queue->failed;
+  return result == VK_SUCCESS ? TSR_OK
+                              : vulkan_fail(device->plugin, result, "waiting for queued work");
+}
+
+static tsr_status wait_value(vulkan_queue *queue, uint64_t value) {
+  tsr_status status = wait_timeline(queue, value);
+  if (status != TSR_OK)
+    queue->failed = status;
+  return status;
+}
+
+/* Hands one command buffer (none: a batch that only signals) to the
+ * device's VkQueue, signalling `value` on the queue's timeline when done. */
+static VkResult submit_batch(vulkan_queue *queue, VkCommandBuffer command, uint64_t value) {
+  vulkan_device *device = queue->device;
+  VkTimelineSemaphoreSubmitInfo timeline = {.sType =
+                                                VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                            .signalSemaphoreValueCount = 1,
+                                            .pSignalSemaphoreValues = &value};
+  VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                         .pNext = &timeline,
+                         .commandBufferCount = command ? 1 : 0,
+                         .pCommandBuffers = command ? &command : NULL,
+                         .signalSemaphoreCount = 1,
+                         .pSignalSemaphores = &queue->timeline};
+  pthread_mutex_lock(&device->queue_lock);
+  VkResult result = device->vk.vkQueueSubmit(device->queue, 1, &submit, VK_NULL_HANDLE);
+  pthread_mutex_unlock(&device->queue_lock);
+  return result;
+}
+
+/* Submits the held command buffers that no closed gate holds any more, in
+ * order; the caller holds gates.lock. A failed submission still signals its
+ * value (an empty batch), so that no wait hangs on it, and is reported by
+ * queue_finish. */
+static void release_held(vulkan_queue *queue) {
+  vulkan_gates *g = &queue->gates;
+  const vulkan_plugin *plugin = queue->device->plugin;
+  uint32_t n = 0;
+  for (; n < g->held_count && g->held[n].gates_before <= g->released; n++) {
+    VkResult result = submit_batch(queue, g->held[n].command, g->held[n].value);
+    if (result != VK_SUCCESS) {
+      if (g->failed == TSR_OK)
+        g->failed = result == VK_ERROR_OUT_OF_HOST_MEMORY || result == VK_ERROR_OUT_OF_DEVICE_MEMORY
+                        ? TSR_ERROR_OUT_OF_MEMORY
+                        : TSR_ERROR_BACKEND;
+      tsr_plugin_log(&plugin->host, TSR_LOG_ERROR,
+                     "submitting work a gate released: vkQueueSubmit: %s",
+                     vulkan_result_name(result));
+      result = submit_batch(queue, VK_NULL_HANDLE, g->held[n].value);
+      if (result != VK_SUCCESS)
+        tsr_plugin_log(&plugin->host, TSR_LOG_ERROR,
+                       "signalling past work that failed to submit: vkQueueSubmit: %s",
+                       vulkan_result_name(result));
+    }
+    g->live = g->held[n].value;
   }
-  return TSR_OK;
+  if (n > 0) {
+    g->held_count -= n;
+    memmove(g->held, g->held + n, g->held_count * sizeof *g->held);
+  }
+}
+
+/* Submits an ended command buffer, or holds it while a gate of the queue is
+ * closed (then submitted by gate_open). `what` names what failed. */
+static VkResult submit_or_hold(vulkan_queue *queue, VkCommandBuffer command, uint64_t value,
+                               const char **what) {
+  vulkan_gates *g = &queue->gates;
+  VkResult result = VK_SUCCESS;
+  pthread_mutex_lock(&g->lock);
+  if (g->held_count == 0 && g->released == g->issued) {
+    *what = "vkQueueSubmit";
+    result = submit_batch(queue, command, value);
+    if (result == VK_SUCCESS)
+      g->live = value;
+  } else {
+    *what = "holding work behind a gate";
+    if (g->held_count == g->held_capacity) {
+      uint32_t capacity = g->held_capacity ? g->held_capacity * 2 : 16;
+      vulkan_held *grown = realloc(g->held, capacity * sizeof *grown);
+      if (grown) {
+        g->held = grown;
+        g->held_capacity = capacity;
+      }
+    }
+    if (g->held_count < g->held_capacity)
+      g->held[g->held_count++] = (vulkan_held){command, value, g->issued};
+    else
+      result = VK_ERROR_OUT_OF_HOST_MEMORY;
+  }
+  pthread_mutex_unlock(&g->lock);
+  return result;
 }
 
 tsr_status vulkan_queue_flush(vulkan_queue *queue, bool wait) {
@@ -139,24 +240,12 @@ tsr_status vulkan_queue_flush(vulkan_queue *queue, bool wait) {
       queue->flight_capacity = capacity;
     }
     uint64_t value = queue->submitted + 1;
-    if (result == VK_SUCCESS) {
-      VkTimelineSemaphoreSubmitInfo timeline = {
-          .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-          .signalSemaphoreValueCount = 1,
-          .pSignalSemaphoreValues = &value};
-      VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                             .pNext = &timeline,
-                             .commandBufferCount = 1,
-                             .pCommandBuffers = &command,
-                             .signalSemaphoreCount = 1,
-                             .pSignalSemaphores = &queue->timeline};
-      pthread_mutex_lock(&device->queue_lock);
-      result = device->vk.vkQueueSubmit(device->queue, 1, &submit, VK_NULL_HANDLE);
-      pthread_mutex_unlock(&device->queue_lock);
-    }
+    const char *what = "vkEndCommandBuffer";
+    if (result == VK_SUCCESS)
+      result = submit_or_hold(queue, command, value, &what);
     if (result != VK_SUCCESS) {
       device->vk.vkFreeCommandBuffers(device->handle, queue->pool, 1, &command);
-      queue->failed = vulkan_fail(device->plugin, result, "vkQueueSubmit");
+      queue->failed = vulkan_fail(device->plugin, result, what);
       return queue->failed;
     }
     queue->submitted = value;
@@ -313,6 +402,13 @@ static void release_queue(vulkan_queue *queue) {
   vulkan_buffer_destroy(device, queue->faults);
   free(queue->flight);
   free(queue->spare);
+  while (queue->gates.early) {
+    vulkan_gate *next = queue->gates.early->next;
+    free(queue->gates.early);
+    queue->gates.early = next;
+  }
+  free(queue->gates.held);
+  pthread_mutex_destroy(&queue->gates.lock);
   free(queue);
 }
 
@@ -330,6 +426,8 @@ tsr_status vulkan_queue_create(void *handle, void **out) {
   queue->spare = spare;
   queue->spare_capacity = 32;
   queue->failed = TSR_OK;
+  queue->gates.failed = TSR_OK;
+  pthread_mutex_init(&queue->gates.lock, NULL);
   VkCommandPoolCreateInfo pool = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                   .queueFamilyIndex = device->props->queue_family};
@@ -393,6 +491,17 @@ void vulkan_queue_destroy(void *handle) {
     }
   }
   pthread_mutex_unlock(&device->queue_lock);
+  /* The core opens every gate first; one left closed would make the waits
+   * below hang, so its work is released rather than kept. */
+  pthread_mutex_lock(&queue->gates.lock);
+  if (queue->gates.released < queue->gates.issued) {
+    tsr_plugin_log(&device->plugin->host, TSR_LOG_WARN,
+                   "a queue destroyed with %llu gates closed: their work runs now",
+                   (unsigned long long)(queue->gates.issued - queue->gates.released));
+    queue->gates.released = queue->gates.issued;
+    release_held(queue);
+  }
+  pthread_mutex_unlock(&queue->gates.lock);
   vulkan_queue_flush(queue, true);
   release_queue(queue);
 }
@@ -563,6 +672,11 @@ tsr_status vulkan_queue_finish(void *handle) {
   vulkan_queue *queue = handle;
   const vulkan_plugin *plugin = plugin_of(queue);
   tsr_status status = vulkan_queue_flush(queue, true);
+  pthread_mutex_lock(&queue->gates.lock);
+  if (queue->gates.failed != TSR_OK && queue->failed == TSR_OK)
+    queue->failed = queue->gates.failed;
+  queue->gates.failed = TSR_OK;
+  pthread_mutex_unlock(&queue->gates.lock);
   if (queue->failed != TSR_OK) {
     status = queue->failed;
     queue->failed = TSR_OK;
@@ -632,15 +746,35 @@ tsr_status vulkan_event_record(void *handle, void **out) {
   return TSR_OK;
 }
 
-/* Submits the command buffer holding `event` if it is still open. */
+/* Submits the command buffer holding `event` if it is still open (or
+ * holds it behind a closed gate). Fails where that buffer was lost to a
+ * failed submission: nothing would ever signal the event's value. */
 static tsr_status submit_event(const vulkan_event *event) {
-  if (event->value > event->queue->submitted)
-    return vulkan_queue_flush(event->queue, false);
+  vulkan_queue *queue = event->queue;
+  if (event->value > queue->submitted) {
+    tsr_status status = vulkan_queue_flush(queue, false);
+    if (status != TSR_OK)
+      return status;
+  }
+  if (event->value > queue->submitted)
+    return tsr_plugin_fail(&plugin_of(queue)->host, TSR_ERROR_BACKEND,
+                           "the event's work was never submitted (an earlier submission on its "
+                           "queue failed)");
   return TSR_OK;
+}
+
+tsr_status vulkan_event_flush(void *handle) {
+  vulkan_event *event = handle;
+  tsr_status status = submit_event(event);
+  if (status == TSR_OK)
+    event->flushed = true;
+  return status;
 }
 
 tsr_status vulkan_event_wait(void *handle) {
   vulkan_event *event = handle;
+  if (event->flushed) /* perhaps on another thread than the queue's owner */
+    return wait_timeline(event->queue, event->value);
   tsr_status status = submit_event(event);
   if (status != TSR_OK)
     return status;
@@ -688,4 +822,90 @@ tsr_status vulkan_event_elapsed_ms(void *start_handle, void *end_handle, double 
 
 void vulkan_event_destroy(void *event) {
   free(event);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Several devices                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* An event of this VkDevice that its queue has handed to the VkQueue is
+ * ordered before this queue's later work by the barrier each command starts
+ * with (it covers everything submitted earlier to that VkQueue): nothing is
+ * queued. One still held behind a closed gate cannot be waited for in the
+ * VkQueue without stalling every queue of the device (and the gate's
+ * opener may need one of them), nor an event of another VkDevice at all:
+ * TSR_ERROR_UNSUPPORTED, and the core waits on the host. */
+tsr_status vulkan_queue_wait_event(void *handle, void *event_handle) {
+  vulkan_queue *queue = handle;
+  const vulkan_event *event = event_handle;
+  vulkan_queue *source = event->queue;
+  if (source == queue)
+    return TSR_OK; /* a queue runs in order */
+  if (source->device->handle != queue->device->handle)
+    return TSR_ERROR_UNSUPPORTED;
+  if (!event->flushed)
+    return tsr_plugin_fail(&plugin_of(queue)->host, TSR_ERROR_INVALID_VALUE,
+                           "queue_wait_event: event_flush did not run on the event");
+  /* Passed already: nothing to wait for. Otherwise the core waits on the
+   * host and gates this queue: the device-side barriers would order this
+   * queue's later GPU work, but not its host-side reads of mapped memory,
+   * which wait only for this queue's own timeline. */
+  uint64_t reached = 0;
+  VkResult result = source->device->vk.vkGetSemaphoreCounterValue(source->device->handle,
+                                                                  source->timeline, &reached);
+  return result == VK_SUCCESS && reached >= event->value ? TSR_OK : TSR_ERROR_UNSUPPORTED;
+}
+
+/* The open command buffer goes first (it holds the work before the gate);
+ * every buffer ended after this call waits in gates.held until this gate
+ * and all earlier ones are open. */
+tsr_status vulkan_queue_gate(void *handle, void **out) {
+  vulkan_queue *queue = handle;
+  const tsr_plugin_host *host = &plugin_of(queue)->host;
+  if (queue->failed != TSR_OK)
+    return tsr_plugin_fail(host, queue->failed, "an earlier submission on this queue failed");
+  vulkan_gate *gate = calloc(1, sizeof *gate);
+  if (!gate)
+    return tsr_plugin_fail(host, TSR_ERROR_OUT_OF_MEMORY, "out of host memory for a gate");
+  tsr_status status = vulkan_queue_flush(queue, false);
+  if (status != TSR_OK) {
+    free(gate);
+    return status;
+  }
+  gate->queue = queue;
+  pthread_mutex_lock(&queue->gates.lock);
+  gate->ticket = ++queue->gates.issued;
+  pthread_mutex_unlock(&queue->gates.lock);
+  /* A held batch of the gate's own takes the next timeline value, so that
+   * whatever waits for this queue's timeline (finish, event waits, reads and
+   * writes of mapped memory that record no command) waits for the gate. */
+  if (prepare(queue) == TSR_OK)
+    vulkan_queue_flush(queue, false); /* a failure stays in queue->failed for finish */
+  *out = gate;                        /* issued: the core opens it whatever happened above */
+  return TSR_OK;
+}
+
+/* Raises `released` only over a run of open tickets, then submits what no
+ * closed gate holds any more. The gate is freed here or, when opened ahead
+ * of an earlier one, once that one opens. */
+void vulkan_gate_open(void *handle) {
+  vulkan_gate *gate = handle;
+  if (!gate)
+    return;
+  vulkan_queue *queue = gate->queue;
+  vulkan_gates *g = &queue->gates;
+  pthread_mutex_lock(&g->lock);
+  vulkan_gate **link = &g->early;
+  while (*link && (*link)->ticket < gate->ticket)
+    link = &(*link)->next;
+  gate->next = *link;
+  *link = gate;
+  while (g->early && g->early->ticket == g->released + 1) {
+    vulkan_gate *opened = g->early;
+    g->early = opened->next;
+    g->released++;
+    free(opened);
+  }
+  release_held(queue);
+  pthread_mutex_unlock(&g->lock);
 }

@@ -15,7 +15,13 @@
  * alive, and how much work was queued on them; the current context is per
  * thread; host registrations are kept as ranges (device address = host
  * address, as with unified addressing). fake_cuda_stream_work and
- * fake_cuda_host_registrations let a test read it. */
+ * fake_cuda_host_registrations let a test read it.
+ *
+ * Several GPUs' entries (event waits, stream waits on a host word, peer
+ * access and copies) succeed and count as stream work; nothing waits, so a
+ * gate never holds anything here. TESSERA_FAKE_CUDA_DEVICES=<n> (1 to 8,
+ * default 1) makes n alike devices, each with a primary context of its own. cuMemHostAlloc'ed
+ * memory is real host memory, mapped like a registration but not counted as one. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -74,6 +80,13 @@ static struct {
 } registrations[FAKE_REGISTRATIONS];
 static int registration_count;
 static pthread_mutex_t registration_lock = PTHREAD_MUTEX_INITIALIZER;
+/* cuMemHostAlloc'ed blocks (under registration_lock). */
+enum { FAKE_HOST_ALLOCS = 1024 };
+static struct {
+  char *start;
+  size_t bytes;
+} host_allocs[FAKE_HOST_ALLOCS];
+static int host_alloc_count;
 
 __attribute__((visibility("default"))) int fake_cuda_host_registrations(void) {
   pthread_mutex_lock(&registration_lock);
@@ -90,8 +103,11 @@ CUresult cuDriverGetVersion(int *version) {
   *version = 12080;
   return 0;
 }
+enum { FAKE_MAX_DEVICES = 8 };
 CUresult cuDeviceGetCount(int *count) {
-  *count = 1;
+  const char *wanted = getenv("TESSERA_FAKE_CUDA_DEVICES");
+  int n = wanted ? atoi(wanted) : 1;
+  *count = n < 1 ? 1 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
   return 0;
 }
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
@@ -150,13 +166,16 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice device) {
   return 0;
 }
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice device) {
-  (void)device;
   memset(uuid, 0x42, 16);
+  uuid->bytes[15] = (char)(0x42 + device); /* device 0's as before */
   return 0;
 }
+/* One primary context per device: what their handles point at. */
+static char primary_contexts[FAKE_MAX_DEVICES];
 CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
-  (void)device;
-  *context = DUMMY(CUcontext);
+  if (device < 0 || device >= FAKE_MAX_DEVICES)
+    return 101; /* CUDA_ERROR_INVALID_DEVICE */
+  *context = (CUcontext)(void *)&primary_contexts[device];
   return 0;
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
@@ -370,7 +389,74 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *device_pointer, void *pointer
     if (address >= registrations[i].start &&
         address < registrations[i].start + registrations[i].bytes)
       result = 0;
+  for (int i = 0; i < host_alloc_count; i++)
+    if (address >= host_allocs[i].start && address < host_allocs[i].start + host_allocs[i].bytes)
+      result = 0;
   pthread_mutex_unlock(&registration_lock);
   *device_pointer = result == 0 ? (CUdeviceptr)(uintptr_t)pointer : 0;
   return result;
+}
+
+/* Several GPUs. */
+CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
+  (void)event, (void)flags;
+  stream_work(stream);
+  return check_stream(stream);
+}
+CUresult cuMemHostAlloc(void **pointer, size_t bytes, unsigned int flags) {
+  (void)flags;
+  char *block = calloc(1, bytes > 0 ? bytes : 1);
+  if (!block)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult result = 0;
+  pthread_mutex_lock(&registration_lock);
+  if (host_alloc_count == FAKE_HOST_ALLOCS) {
+    result = CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    host_allocs[host_alloc_count].start = block;
+    host_allocs[host_alloc_count].bytes = bytes;
+    host_alloc_count++;
+  }
+  pthread_mutex_unlock(&registration_lock);
+  if (result != 0) {
+    free(block);
+    block = NULL;
+  }
+  *pointer = block;
+  return result;
+}
+CUresult cuMemFreeHost(void *pointer) {
+  CUresult result = 1; /* CUDA_ERROR_INVALID_VALUE: not from cuMemHostAlloc */
+  pthread_mutex_lock(&registration_lock);
+  for (int i = 0; i < host_alloc_count; i++) {
+    if (host_allocs[i].start == pointer) {
+      host_allocs[i] = host_allocs[--host_alloc_count];
+      result = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&registration_lock);
+  if (result == 0)
+    free(pointer);
+  return result;
+}
+CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr address, unsigned int value,
+                                unsigned int flags) {
+  (void)value, (void)flags;
+  stream_work(stream);
+  return address == 0 || address % 4 != 0 ? 1 : check_stream(stream);
+}
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice device, CUdevice peer) {
+  *can = device != peer;
+  return 0;
+}
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  (void)peer, (void)flags;
+  return 0;
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src,
+                           CUcontext src_context, size_t bytes, CUstream stream) {
+  (void)dst, (void)dst_context, (void)src, (void)src_context, (void)bytes;
+  stream_work(stream);
+  return check_stream(stream);
 }

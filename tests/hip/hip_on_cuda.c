@@ -141,9 +141,9 @@ static hipError_t check_device(int device) {
   return device >= 0 && device < runtime.device_count ? hipSuccess : hipErrorInvalidDevice;
 }
 
-/* Makes `device`'s primary context current on this thread, retaining it
- * the first time any thread asks (kept for the life of the process). */
-static hipError_t enter_device(int device) {
+/* `device`'s primary context, retained the first time any thread asks
+ * (kept for the life of the process). */
+static hipError_t device_context(int device, CUcontext *out) {
   hipError_t status = check_device(device);
   if (status != hipSuccess)
     return status;
@@ -156,7 +156,15 @@ static hipError_t enter_device(int device) {
       runtime.contexts[device] = context;
   }
   pthread_mutex_unlock(&runtime.context_lock);
-  if (result != CUDA_SUCCESS)
+  *out = context;
+  return result;
+}
+
+/* Makes `device`'s primary context current on this thread. */
+static hipError_t enter_device(int device) {
+  CUcontext context = NULL;
+  hipError_t result = device_context(device, &context);
+  if (result != hipSuccess)
     return result;
   result = runtime.api.cuCtxSetCurrent(context);
   if (result != CUDA_SUCCESS)
@@ -540,6 +548,87 @@ HIP_EXPORT hipError_t hipStreamGetDevice(hipStream_t stream, hipDevice_t *device
     return HIP_ERROR_INVALID_HANDLE;
   *device = found;
   return hipSuccess;
+}
+
+/* Several GPUs, over the CUDA driver's entries (not supported where it
+ * lacks them). hipHostMalloc's flags are cuMemHostAlloc's (portable 1,
+ * mapped 2 = DEVICEMAP); only the >= wait with a full mask is offered. */
+HIP_EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
+  hipError_t status = with_context();
+  if (status != hipSuccess)
+    return status;
+  if (!runtime.api.cuStreamWaitEvent)
+    return HIP_ERROR_NOT_SUPPORTED;
+  return runtime.api.cuStreamWaitEvent((CUstream)stream, (CUevent)event, flags);
+}
+
+HIP_EXPORT hipError_t hipHostMalloc(void **pointer, size_t bytes, unsigned int flags) {
+  hipError_t status = with_context();
+  if (status != hipSuccess)
+    return status;
+  if (!runtime.api.cuMemHostAlloc)
+    return HIP_ERROR_NOT_SUPPORTED;
+  return runtime.api.cuMemHostAlloc(pointer, bytes, flags);
+}
+
+HIP_EXPORT hipError_t hipHostFree(void *pointer) {
+  hipError_t status = with_context();
+  if (status != hipSuccess)
+    return status;
+  if (!runtime.api.cuMemFreeHost)
+    return HIP_ERROR_NOT_SUPPORTED;
+  return runtime.api.cuMemFreeHost(pointer);
+}
+
+HIP_EXPORT hipError_t hipStreamWaitValue32(hipStream_t stream, void *pointer, uint32_t value,
+                                           unsigned int flags, uint32_t mask) {
+  hipError_t status = with_context();
+  if (status != hipSuccess)
+    return status;
+  if (!runtime.api.cuStreamWaitValue32 || flags != hipStreamWaitValueGte || mask != 0xffffffffu)
+    return HIP_ERROR_NOT_SUPPORTED;
+  return runtime.api.cuStreamWaitValue32((CUstream)stream, device_pointer(pointer), value,
+                                         CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+HIP_EXPORT hipError_t hipDeviceCanAccessPeer(int *can, int device, int peer) {
+  hipError_t status = check_device(device);
+  if (status == hipSuccess)
+    status = check_device(peer);
+  if (status != hipSuccess)
+    return status;
+  if (!runtime.api.cuDeviceCanAccessPeer)
+    return HIP_ERROR_NOT_SUPPORTED;
+  return runtime.api.cuDeviceCanAccessPeer(can, runtime.devices[device], runtime.devices[peer]);
+}
+
+/* From this thread's device to `peer`'s memory. */
+HIP_EXPORT hipError_t hipDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  CUcontext context = NULL;
+  hipError_t status = with_context();
+  if (status == hipSuccess)
+    status = device_context(peer, &context);
+  if (status != hipSuccess)
+    return status;
+  if (!runtime.api.cuCtxEnablePeerAccess)
+    return HIP_ERROR_NOT_SUPPORTED;
+  return runtime.api.cuCtxEnablePeerAccess(context, flags);
+}
+
+HIP_EXPORT hipError_t hipMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device,
+                                         size_t bytes, hipStream_t stream) {
+  CUcontext dst_context = NULL, src_context = NULL;
+  hipError_t status = with_context();
+  if (status == hipSuccess)
+    status = device_context(dst_device, &dst_context);
+  if (status == hipSuccess)
+    status = device_context(src_device, &src_context);
+  if (status != hipSuccess)
+    return status;
+  if (!runtime.api.cuMemcpyPeerAsync)
+    return HIP_ERROR_NOT_SUPPORTED;
+  return runtime.api.cuMemcpyPeerAsync(device_pointer(dst), dst_context, device_pointer(src),
+                                       src_context, bytes, (CUstream)stream);
 }
 
 /* hipEventDefault/BlockingSync/DisableTiming/Interprocess have CUDA's
