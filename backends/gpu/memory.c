@@ -274,10 +274,16 @@ static tsr_status transfer(gpu_queue *queue, gpu_buffer *buffer, uint64_t offset
   tsr_status status = gpu_enter(queue->device);
   if (status != TSR_OK)
     return status;
-  int error =
-      to_device
-          ? d->copy_h2d(d->context, buffer->pointer + offset, host, (size_t)bytes, queue->stream)
-          : d->copy_d2h(d->context, host, buffer->pointer + offset, (size_t)bytes, queue->stream);
+  /* The stream's earlier work first: a copy from or to pageable memory
+   * waits for it inside the driver, holding the driver's staging for the
+   * whole process, so a copy queued behind a gate (which another thread
+   * opens after a transfer of its own) would deadlock with that thread. */
+  int error = d->stream_sync(d->context, queue->stream);
+  if (error == 0)
+    error =
+        to_device
+            ? d->copy_h2d(d->context, buffer->pointer + offset, host, (size_t)bytes, queue->stream)
+            : d->copy_d2h(d->context, host, buffer->pointer + offset, (size_t)bytes, queue->stream);
   if (error == 0)
     error = d->stream_sync(d->context, queue->stream);
   return error == 0 ? TSR_OK
