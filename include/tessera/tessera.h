@@ -315,7 +315,11 @@ TSR_API tsr_status tsr_device_count(tsr_context *context, uint32_t *count);
 TSR_API tsr_status tsr_device_get(tsr_context *context, uint32_t index, tsr_device **out);
 /* Device by selector: "cpu", "cuda", "cuda:1", "vulkan:0", "gpu" (first GPU),
  * "best" (first device: GPUs come first), a plain index "2", or NULL / "" for
- * TESSERA_DEVICE, else "best". TSR_ERROR_NOT_FOUND when nothing matches. */
+ * TESSERA_DEVICE, else "best". TSR_ERROR_NOT_FOUND when nothing matches. With
+ * several GPUs "gpu" and "best" are always the first of the stable order (of
+ * the backend whose name sorts first: cuda:0 before vulkan:0), never chosen
+ * by load; "cuda:N" counts the GPUs CUDA_VISIBLE_DEVICES leaves visible, and
+ * physical_id tells which GPU of another backend is the same one. */
 TSR_API tsr_status tsr_device_open(tsr_context *context, const char *selector, tsr_device **out);
 /* Fills `info` (set info->struct_size first). */
 TSR_API tsr_status tsr_device_get_info(tsr_device *device, tsr_device_info *info);

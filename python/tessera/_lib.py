@@ -59,6 +59,7 @@ _PROTOTYPES = {
     "tsr_queue_finish": (c_int, [c_void_p]),
     "tsr_buffer_write": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_size_t]),
     "tsr_buffer_read": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_size_t]),
+    "tsr_buffer_copy": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p, c_size_t, c_size_t]),
     "tsr_op_run": (c_int, [c_void_p, c_int, c_void_p]),
     "tsr_op_variants": (c_int, [c_void_p, c_int, c_void_p, P(_abi.VariantList)]),
     "tsr_op_explain": (c_int, [c_void_p, c_int, c_void_p, P(_abi.Choice)]),

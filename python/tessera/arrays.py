@@ -143,6 +143,30 @@ class Tensor:
             address, size = self._writeback
             _lib.check(_lib.library().tsr_buffer_read(queue, self.view.buffer, 0, address, size))
 
+    def to(self, device):
+        """A copy of this tensor on `device` (a Device or a selector such as
+        "cuda:1"), with the same strides: tsr_buffer_copy of the span the view
+        covers, peer to peer between GPUs of one plugin, staged through host
+        memory between plugins. Returns when the copy is done."""
+        device = _device_by_selector(device) if not hasattr(device, "handle") else device
+        span = _span_elements(self.shape, self.strides)
+        size = max(span, 1) * self.itemsize
+        buffer = ctypes.c_void_p()
+        _lib.check(_lib.library().tsr_buffer_create(device.handle, size, ctypes.byref(buffer)))
+        view = _abi.Tensor(buffer=buffer.value, offset=0, dtype=self.view.dtype,
+                           rank=self.view.rank)
+        for i in range(self.view.rank):
+            view.shape[i], view.strides[i] = self.view.shape[i], self.view.strides[i]
+        result = Tensor(device, view)
+        queue, lock = self.device.queue()
+        with lock:
+            if span:
+                _lib.check(_lib.library().tsr_buffer_copy(
+                    queue, self.view.buffer, self.view.offset, buffer.value, 0,
+                    span * self.itemsize))
+            _lib.check(_lib.library().tsr_queue_finish(queue))
+        return result
+
     def numpy(self):
         """A NumPy copy of the contents (bf16 as uint16 bit patterns)."""
         import numpy

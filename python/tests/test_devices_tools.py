@@ -37,6 +37,19 @@ class DeviceTest(unittest.TestCase):
             self.skipTest("no Vulkan device")
         self.assertEqual(tessera.device("vulkan:0").backend, "vulkan")
 
+    def test_copies_between_devices(self):
+        data = (np.arange(3 * 5, dtype=np.float32).reshape(3, 5) - 7.0) / 4.0
+        source = tessera.from_dlpack(data, device="cpu:0")
+        # every other device (lavapipe, PoCL, GPUs) and back; cpu:0 itself too
+        for device in tessera.devices():
+            there = source.to(device)
+            self.assertIs(there.device, device)
+            self.assertEqual((there.shape, there.dtype), ((3, 5), "f32"))
+            np.testing.assert_array_equal(there.numpy(), data)
+            np.testing.assert_array_equal(there.to("cpu:0").numpy(), data)
+        column = tessera.empty((3, 5), "f32", "cpu:0")
+        self.assertEqual(column.to("cpu:0").shape, (3, 5))
+
     def test_plugin_reports(self):
         names = [report["name"] for report in tessera.context().plugin_reports()]
         self.assertIn("cpu", names)
