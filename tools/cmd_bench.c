@@ -275,9 +275,8 @@ timing_plan bench_plan_for(const problem_spec *spec, bool short_run, int device_
   /* One long run needs no second warm-up. */
   bool heavy = flops > 4e9 || bytes > 512e6;
   double warm = timing_warmup_seconds(device_type);
-  bool queued = timing_queued(device_type);
-  return short_run ? (timing_plan){1, 3, 10, 0.1, warm, queued}
-                   : (timing_plan){heavy ? 1 : 3, 3, 30, heavy ? 2.0 : 1.0, warm, queued};
+  return short_run ? (timing_plan){1, 3, 10, 0.1, warm}
+                   : (timing_plan){heavy ? 1 : 3, 3, 30, heavy ? 2.0 : 1.0, warm};
 }
 
 /* OpenBLAS on the very same inputs, in a child; proves the inputs equal

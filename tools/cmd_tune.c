@@ -160,8 +160,7 @@ int cmd_tune(int argc, char **argv) {
   printf("tune %s %s %s on %s (%s)\n", tsr_op_name(o.op), tsr_dtype_name(o.dtype), o.shape,
          s.info.selector, s.info.name);
   printf("%-32s %10s %16s  %s\n", "variant", "median ms", "rate", "description");
-  timing_plan plan = {
-      2, 5, 30, 0.5, timing_warmup_seconds(s.info.type), timing_queued(s.info.type)};
+  timing_plan plan = {2, 5, 30, 0.5, timing_warmup_seconds(s.info.type)};
   double best_ms = INFINITY;
   int best = -1, failures = 0;
   for (uint32_t v = 0; v < variants.count; v++) {

@@ -9,23 +9,26 @@
 
 #include "common.h"
 
-bool timing_queued(int device_type) {
-  (void)device_type; /* every device: CPUs' queues run calls in a stream too */
-  return true;
-}
-
 bool timing_sample(const timing_plan *plan, int set_count, const timing_ops *ops, double *samples,
                    int *count) {
   int max_runs = plan->max_runs < TIMING_MAX_SAMPLES ? plan->max_runs : TIMING_MAX_SAMPLES;
   double total_ms = 0.0;
   *count = 0;
   while (*count < max_runs && (*count < plan->min_runs || total_ms < plan->budget * 1e3)) {
-    int batch = plan->queued ? max_runs - *count : 1;
+    /* Runs go back to back in batches, each timed by its own pair of
+     * events, after an untimed lead-in run, so that a run's start event
+     * waits behind device work instead of firing while the host is still
+     * launching: a sample is the device's time per call in a stream of
+     * calls, not the host's launch latency. Every device is timed so
+     * (CPU queue workers run a stream of calls without waking up), and
+     * cuBLASLt the same way; what one call costs an application that waits
+     * for it is time_idle_call's. */
+    int batch = max_runs - *count;
     if (batch > TIMING_BATCH)
       batch = TIMING_BATCH;
     /* The lead-in uses the set before the first timed run's, so that
      * consecutive runs still rotate. */
-    if (plan->queued && !ops->run(ops->context, *count + set_count - 1))
+    if (!ops->run(ops->context, *count + set_count - 1))
       return false;
     for (int b = 0; b < batch; b++)
       if (!ops->record(ops->context, 2 * b) || !ops->run(ops->context, *count + b) ||

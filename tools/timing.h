@@ -20,20 +20,7 @@ typedef struct timing_plan {
    * clock for the first tens of milliseconds of work (Vulkan on the H100:
    * 675-780 MHz against 1980 MHz loaded, timings 2.5x long) */
   double warmup_seconds;
-  /* Runs queued back to back in batches, each timed by its own pair of
-   * events, after an untimed lead-in run of the batch, so that a run's start
-   * event waits behind device work instead of firing while the host is still
-   * launching: the samples are the device's time per call in a stream of
-   * calls, not the host's launch latency (which varies with the machine
-   * start by several us and is a host cost, not a kernel's). tessera and
-   * cuBLASLt are timed the same way. What one call costs an application
-   * that waits for it is time_idle_call's. */
-  bool queued;
 } timing_plan;
-
-/* Whether a device of this type is timed queued (every type now: CPUs
- * too, whose queue workers run a stream of calls without waking up). */
-bool timing_queued(int device_type);
 
 /* How samples are taken, for any timed thing: `run(context, i)` queues a run
  * of input set i % set_count; `record(context, slot)` records event `slot`
