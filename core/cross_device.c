@@ -32,14 +32,6 @@ typedef struct bridge_job {
   size_t src_offset, dst_offset, bytes;
 } bridge_job;
 
-static void lock_queue(tsr_queue *queue) {
-  pthread_mutex_lock(&queue->lock);
-}
-
-static void unlock_queue(tsr_queue *queue) {
-  pthread_mutex_unlock(&queue->lock);
-}
-
 /* ---- bookkeeping: who pins what ---- */
 
 static void pin(tsr_context *context, tsr_queue *a, tsr_queue *b) {
@@ -190,9 +182,9 @@ static tsr_status wait_event_unlocked(tsr_event *event) {
   const tsr_plugin_v2 *t = tsr__table(event->queue->device);
   if (tsr__plugin_multi(event->queue->device))
     return t->event_wait(event->handle);
-  lock_queue(event->queue);
+  tsr__queue_lock(event->queue);
   tsr_status st = t->event_wait(event->handle);
-  unlock_queue(event->queue);
+  tsr__queue_unlock(event->queue);
   return st;
 }
 
@@ -201,9 +193,9 @@ static tsr_status flush_event(tsr_event *event) {
   const tsr_plugin_v2 *t = tsr__table(event->queue->device);
   if (!t->event_flush)
     return TSR_OK;
-  lock_queue(event->queue);
+  tsr__queue_lock(event->queue);
   tsr_status st = t->event_flush(event->handle);
-  unlock_queue(event->queue);
+  tsr__queue_unlock(event->queue);
   return st;
 }
 
@@ -306,9 +298,9 @@ tsr_status tsr_queue_wait_event(tsr_queue *queue, tsr_event *event) {
   if (st != TSR_OK)
     return tsr__fail_plugin(st, call, "the event's plugin could not submit it");
   if (event->queue->device->plugin == queue->device->plugin && t->queue_wait_event) {
-    lock_queue(queue);
+    tsr__queue_lock(queue);
     st = t->queue_wait_event(queue->handle, event->handle);
-    unlock_queue(queue);
+    tsr__queue_unlock(queue);
     if (st == TSR_OK)
       return TSR_OK;
     if (st != TSR_ERROR_UNSUPPORTED)
@@ -320,9 +312,9 @@ tsr_status tsr_queue_wait_event(tsr_queue *queue, tsr_event *event) {
     st = job_new(queue, call, &job);
     if (st != TSR_OK)
       return st;
-    lock_queue(queue);
+    tsr__queue_lock(queue);
     st = t->queue_gate(queue->handle, &job->gate);
-    unlock_queue(queue);
+    tsr__queue_unlock(queue);
     if (st != TSR_OK) {
       free(job);
       job = NULL;
@@ -372,7 +364,7 @@ static tsr_status copy_gated(tsr_queue *queue, tsr_buffer *src, size_t src_offse
   job->src_offset = src_offset;
   job->dst_offset = dst_offset;
   job->bytes = bytes;
-  lock_queue(queue);
+  tsr__queue_lock(queue);
   st = t->event_record(queue->handle, &job->reached);
   if (st == TSR_OK && t->event_flush) {
     st = t->event_flush(job->reached);
@@ -384,7 +376,7 @@ static tsr_status copy_gated(tsr_queue *queue, tsr_buffer *src, size_t src_offse
     if (st != TSR_OK)
       t->event_destroy(job->reached);
   }
-  unlock_queue(queue);
+  tsr__queue_unlock(queue);
   if (st != TSR_OK) {
     tsr__buffer_unref(src);
     tsr__buffer_unref(dst);
@@ -406,10 +398,10 @@ tsr_status tsr__copy_across(tsr_queue *queue, tsr_buffer *src, size_t src_offset
   tsr__buffer_mark(dst, queue);
   tsr_status st;
   if (src->device->plugin == dst->device->plugin && t->buffer_copy_peer) {
-    lock_queue(queue);
+    tsr__queue_lock(queue);
     st = t->buffer_copy_peer(queue->handle, src->device->handle, src->handle, src_offset,
                              dst->device->handle, dst->handle, dst_offset, bytes);
-    unlock_queue(queue);
+    tsr__queue_unlock(queue);
     if (st == TSR_OK)
       return TSR_OK;
     if (st != TSR_ERROR_UNSUPPORTED)
@@ -424,14 +416,14 @@ tsr_status tsr__copy_across(tsr_queue *queue, tsr_buffer *src, size_t src_offset
     tsr__take_plugin_error(NULL, 0);
   }
   /* No gates: the queue's earlier work first, then the copy, here. */
-  lock_queue(queue);
+  tsr__queue_lock(queue);
   void *reached = NULL;
   st = t->event_record ? t->event_record(queue->handle, &reached) : t->queue_finish(queue->handle);
   if (st == TSR_OK && reached) {
     st = t->event_wait(reached);
     t->event_destroy(reached);
   }
-  unlock_queue(queue);
+  tsr__queue_unlock(queue);
   if (st != TSR_OK)
     return tsr__fail_plugin(st, call, "waiting for the queue's earlier work failed");
   char why[320];

@@ -292,6 +292,13 @@ void tsr__destroy_objects(struct tsr_context *context);
 static inline const tsr_plugin_v2 *tsr__table(const struct tsr_device *device) {
   return device->plugin->table;
 }
+/* The queue's lock, held around every plugin call on the queue. */
+static inline void tsr__queue_lock(tsr_queue *queue) {
+  pthread_mutex_lock(&queue->lock);
+}
+static inline void tsr__queue_unlock(tsr_queue *queue) {
+  pthread_mutex_unlock(&queue->lock);
+}
 /* true when the plugin keeps the contract of the entries appended for
  * several devices (it has gates; event_flush NULL then means its event_wait
  * needs no queue lock). Older plugins' entries are NULL (loader.c). */

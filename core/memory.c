@@ -31,10 +31,6 @@ static void link_remove(tsr_context *context, tsr_object_link *node) {
   pthread_mutex_unlock(&context->lock);
 }
 
-static const tsr_plugin_v2 *table_of(const tsr_device *device) {
-  return device->plugin->table;
-}
-
 static void link_init(tsr_object_link *head) {
   head->prev = head->next = head;
 }
@@ -82,14 +78,6 @@ static tsr_status check_live(const char *call, const char *name, const tsr_buffe
                    name, (const void *)buffer);
 }
 
-static void queue_lock(tsr_queue *queue) {
-  pthread_mutex_lock(&queue->lock);
-}
-
-static void queue_unlock(tsr_queue *queue) {
-  pthread_mutex_unlock(&queue->lock);
-}
-
 /* ---- buffers ---- */
 
 tsr_status tsr_buffer_create(tsr_device *device, size_t bytes, tsr_buffer **out) {
@@ -107,7 +95,7 @@ tsr_status tsr_buffer_create(tsr_device *device, size_t bytes, tsr_buffer **out)
   tsr_buffer *buffer = calloc(1, sizeof *buffer);
   if (!buffer)
     return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of host memory");
-  st = table_of(device)->buffer_alloc(handle, bytes, &buffer->handle);
+  st = tsr__table(device)->buffer_alloc(handle, bytes, &buffer->handle);
   if (st != TSR_OK) {
     free(buffer);
     char fallback[160];
@@ -136,7 +124,7 @@ tsr_status tsr__buffer_wrap(tsr_device *device, tsr_external_kind kind, void *ha
   if (bytes == 0 || bytes > (size_t)INT64_MAX)
     return tsr__fail(TSR_ERROR_BAD_SIZE, call, "bytes = %zu (must be 1..%lld)", bytes,
                      (long long)INT64_MAX);
-  const tsr_plugin_v2 *t = table_of(device);
+  const tsr_plugin_v2 *t = tsr__table(device);
   if (!t->buffer_wrap)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin cannot wrap external memory",
                      device->info.backend);
@@ -186,17 +174,17 @@ tsr_status tsr_buffer_wrap_hip(tsr_device *device, uint64_t device_pointer, size
 /* Queues an event on `queue` and waits for it: the queue's earlier work is
  * done, and its deferred errors stay for its owner's tsr_queue_finish. */
 static void drain_one(tsr_queue *queue) {
-  const tsr_plugin_v2 *t = table_of(queue->device);
+  const tsr_plugin_v2 *t = tsr__table(queue->device);
   if (!t->event_record || !t->event_wait)
     return;
-  queue_lock(queue);
+  tsr__queue_lock(queue);
   void *event = NULL;
   if (t->event_record(queue->handle, &event) == TSR_OK) {
     t->event_wait(event);
     if (t->event_destroy)
       t->event_destroy(event);
   }
-  queue_unlock(queue);
+  tsr__queue_unlock(queue);
 }
 
 /* Queues of any device count: a copy between devices queued on another
@@ -280,7 +268,7 @@ void tsr__buffer_unref(tsr_buffer *buffer) {
   tsr_context *context = buffer->device->context;
   link_remove(context, &buffer->link);
   drain_queues_of(buffer);
-  table_of(buffer->device)->buffer_free(buffer->device->handle, buffer->handle);
+  tsr__table(buffer->device)->buffer_free(buffer->device->handle, buffer->handle);
   buffer->handle = NULL;
   if (buffer->on_free)
     buffer->on_free(buffer->on_free_arg);
@@ -336,7 +324,7 @@ tsr_status tsr_buffer_map(tsr_buffer *buffer, void **host_pointer) {
   tsr_status st = check_live(call, "buffer", buffer);
   if (st != TSR_OK)
     return st;
-  const tsr_plugin_v2 *t = table_of(buffer->device);
+  const tsr_plugin_v2 *t = tsr__table(buffer->device);
   void *p = t->buffer_host_pointer ? t->buffer_host_pointer(buffer->device->handle, buffer->handle)
                                    : NULL;
   if (!p)
@@ -354,7 +342,7 @@ static tsr_status queue_new(tsr_device *device, int32_t kind, uint64_t stream, t
   tsr__clear_error();
   if (!device || !out)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL", !device ? "device" : "out");
-  const tsr_plugin_v2 *t = table_of(device);
+  const tsr_plugin_v2 *t = tsr__table(device);
   const char *vendor = kind == TSR_EXTERNAL_CUDA_STREAM ? "CUDA" : "HIP";
   if (kind && !t->queue_wrap)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call,
@@ -405,7 +393,7 @@ tsr_status tsr_queue_wrap_hip_stream(tsr_device *device, uint64_t stream, tsr_qu
 }
 
 static void queue_free(tsr_queue *queue) {
-  table_of(queue->device)->queue_destroy(queue->handle);
+  tsr__table(queue->device)->queue_destroy(queue->handle);
   tsr__op_cache_free(queue->op_cache);
   tsr__op_fast_free(queue->op_fast);
   pthread_mutex_destroy(&queue->lock);
@@ -439,8 +427,8 @@ void tsr_queue_destroy(tsr_queue *queue) {
     if (e->queue == queue) {
       l->prev->next = l->next;
       l->next->prev = l->prev;
-      if (table_of(queue->device)->event_destroy)
-        table_of(queue->device)->event_destroy(e->handle);
+      if (tsr__table(queue->device)->event_destroy)
+        tsr__table(queue->device)->event_destroy(e->handle);
       free(e);
     }
     l = next;
@@ -455,9 +443,9 @@ tsr_status tsr_queue_finish(tsr_queue *queue) {
   tsr__clear_error();
   if (!queue)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "queue is NULL");
-  queue_lock(queue);
-  tsr_status st = table_of(queue->device)->queue_finish(queue->handle);
-  queue_unlock(queue);
+  tsr__queue_lock(queue);
+  tsr_status st = tsr__table(queue->device)->queue_finish(queue->handle);
+  tsr__queue_unlock(queue);
   if (st != TSR_OK)
     return tsr__fail_plugin(st, call, "a queued operation failed");
   return tsr__bridge_take_failure(queue, call);
@@ -499,9 +487,9 @@ tsr_status tsr_buffer_write(tsr_queue *queue, tsr_buffer *buffer, size_t offset,
   if (st != TSR_OK || bytes == 0)
     return st;
   tsr__buffer_mark(buffer, queue);
-  queue_lock(queue);
-  st = table_of(queue->device)->buffer_write(queue->handle, buffer->handle, offset, src, bytes);
-  queue_unlock(queue);
+  tsr__queue_lock(queue);
+  st = tsr__table(queue->device)->buffer_write(queue->handle, buffer->handle, offset, src, bytes);
+  tsr__queue_unlock(queue);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "the plugin could not write the buffer");
 }
 
@@ -520,9 +508,9 @@ tsr_status tsr_buffer_read(tsr_queue *queue, const tsr_buffer *buffer, size_t of
   if (st != TSR_OK || bytes == 0)
     return st;
   tsr__buffer_mark((tsr_buffer *)buffer, queue);
-  queue_lock(queue);
-  st = table_of(queue->device)->buffer_read(queue->handle, buffer->handle, offset, dst, bytes);
-  queue_unlock(queue);
+  tsr__queue_lock(queue);
+  st = tsr__table(queue->device)->buffer_read(queue->handle, buffer->handle, offset, dst, bytes);
+  tsr__queue_unlock(queue);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "the plugin could not read the buffer");
 }
 
@@ -558,15 +546,15 @@ tsr_status tsr_buffer_copy(tsr_queue *queue, const tsr_buffer *src, size_t src_o
     return TSR_OK;
   if (src->device != dst->device)
     return tsr__copy_across(queue, (tsr_buffer *)src, src_offset, dst, dst_offset, bytes);
-  const tsr_plugin_v2 *t = table_of(queue->device);
+  const tsr_plugin_v2 *t = tsr__table(queue->device);
   if (!t->buffer_copy)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin has no device copy",
                      queue->device->info.backend);
   tsr__buffer_mark((tsr_buffer *)src, queue);
   tsr__buffer_mark(dst, queue);
-  queue_lock(queue);
+  tsr__queue_lock(queue);
   st = t->buffer_copy(queue->handle, src->handle, src_offset, dst->handle, dst_offset, bytes);
-  queue_unlock(queue);
+  tsr__queue_unlock(queue);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "the plugin could not queue the copy");
 }
 
@@ -577,16 +565,16 @@ tsr_status tsr_event_record(tsr_queue *queue, tsr_event **out) {
   tsr__clear_error();
   if (!queue || !out)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "%s is NULL", !queue ? "queue" : "out");
-  const tsr_plugin_v2 *t = table_of(queue->device);
+  const tsr_plugin_v2 *t = tsr__table(queue->device);
   if (!t->event_record || !t->event_wait || !t->event_destroy)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin has no events",
                      queue->device->info.backend);
   tsr_event *event = calloc(1, sizeof *event);
   if (!event)
     return tsr__fail(TSR_ERROR_OUT_OF_MEMORY, call, "out of host memory");
-  queue_lock(queue);
+  tsr__queue_lock(queue);
   tsr_status st = t->event_record(queue->handle, &event->handle);
-  queue_unlock(queue);
+  tsr__queue_unlock(queue);
   if (st != TSR_OK) {
     free(event);
     return tsr__fail_plugin(st, call, "the plugin could not record an event");
@@ -604,9 +592,9 @@ tsr_status tsr_event_wait(tsr_event *event) {
   if (!event)
     return tsr__fail(TSR_ERROR_NULL_ARGUMENT, call, "event is NULL");
   /* The event may belong to another thread's queue: its wait may submit there. */
-  queue_lock(event->queue);
-  tsr_status st = table_of(event->queue->device)->event_wait(event->handle);
-  queue_unlock(event->queue);
+  tsr__queue_lock(event->queue);
+  tsr_status st = tsr__table(event->queue->device)->event_wait(event->handle);
+  tsr__queue_unlock(event->queue);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "waiting for the event failed");
 }
 
@@ -621,27 +609,27 @@ tsr_status tsr_event_elapsed_ms(tsr_event *start, tsr_event *end, double *ms) {
   if (start->queue->device != end->queue->device)
     return tsr__fail(TSR_ERROR_WRONG_DEVICE, call, "start is on %s but end is on %s",
                      start->queue->device->info.selector, end->queue->device->info.selector);
-  const tsr_plugin_v2 *t = table_of(start->queue->device);
+  const tsr_plugin_v2 *t = tsr__table(start->queue->device);
   if (!t->event_elapsed_ms)
     return tsr__fail(TSR_ERROR_UNSUPPORTED, call, "the %s plugin cannot time events",
                      start->queue->device->info.backend);
   /* Both queues, in address order so that two such calls cannot deadlock. */
   tsr_queue *first = start->queue < end->queue ? start->queue : end->queue;
   tsr_queue *second = start->queue < end->queue ? end->queue : start->queue;
-  queue_lock(first);
+  tsr__queue_lock(first);
   if (second != first)
-    queue_lock(second);
+    tsr__queue_lock(second);
   tsr_status st = t->event_elapsed_ms(start->handle, end->handle, ms);
   if (second != first)
-    queue_unlock(second);
-  queue_unlock(first);
+    tsr__queue_unlock(second);
+  tsr__queue_unlock(first);
   return st == TSR_OK ? st : tsr__fail_plugin(st, call, "the plugin could not time the events");
 }
 
 void tsr__event_unref(tsr_event *event) {
   if (__atomic_sub_fetch(&event->refs, 1, __ATOMIC_ACQ_REL) != 0)
     return;
-  table_of(event->queue->device)->event_destroy(event->handle);
+  tsr__table(event->queue->device)->event_destroy(event->handle);
   free(event);
 }
 
@@ -675,7 +663,7 @@ void tsr__destroy_objects(tsr_context *context) {
     tsr_buffer *b = (tsr_buffer *)context->buffers.next;
     link_remove(context, &b->link);
     __atomic_store_n(&b->state, TSR__BUFFER_DEAD, __ATOMIC_RELEASE);
-    table_of(b->device)->buffer_free(b->device->handle, b->handle);
+    tsr__table(b->device)->buffer_free(b->device->handle, b->handle);
     if (b->on_free)
       b->on_free(b->on_free_arg);
     free(b);
