@@ -4,6 +4,8 @@
  * matrix, JSON and JUnit reports, device-to-device comparison, and for every
  * failure the command that reproduces it. */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +50,7 @@ typedef struct check_options {
   uint64_t seed;
   bool verbose;
   bool list; /* print the cases each device would run; run nothing */
+  int jobs;  /* devices checked at once; 0: all of them */
 } check_options;
 
 typedef struct record_list {
@@ -445,6 +448,14 @@ static int parse_check_options(int argc, char **argv, check_options *o) {
       o->verbose = true;
     } else if (arg_flag(&c, "--list")) {
       o->list = true;
+    } else if (arg_value(&c, "--jobs", &value)) {
+      int64_t n = 0;
+      if (!parse_int64(value, &n) || n < 1 || n > MAX_SELECTED_DEVICES) {
+        cli_error("check: --jobs needs a count of devices from 1 to %d, got '%s'",
+                  MAX_SELECTED_DEVICES, value);
+        return EXIT_USAGE;
+      }
+      o->jobs = (int)n;
     } else {
       return arg_unknown(&c, "check");
     }
@@ -585,6 +596,140 @@ static void fill_record_identity(case_record *r, const char *device, const probl
   problem_describe(spec, r->description, sizeof r->description);
 }
 
+/* ---- running the cases ---- */
+
+/* What the jobs share: the progress line, and stdout for --verbose. */
+typedef struct check_shared {
+  pthread_mutex_t lock;
+  int step, total_steps;
+} check_shared;
+
+typedef struct check_job {
+  const check_options *options;
+  device_run *runs; /* the job's device, or the compared pair */
+  bool comparing;
+  const case_ref *refs;
+  int case_count;
+  const tsr_dtype *dtypes;
+  int dtype_count;
+  check_shared *shared;
+  record_list records;
+  bool out_of_memory;
+} check_job;
+
+static void job_progress(check_job *job, const problem_spec *spec, int index) {
+  check_shared *shared = job->shared;
+  pthread_mutex_lock(&shared->lock);
+  shared->step++;
+  progress_update("check %s: %d/%d %s %s case %d",
+                  job->comparing ? job->options->compare : job->runs[0].info.selector, shared->step,
+                  shared->total_steps, tsr_op_name(spec->op), tsr_dtype_name(spec->dtype), index);
+  pthread_mutex_unlock(&shared->lock);
+}
+
+static void job_print(check_job *job, const case_record *r) {
+  if (!job->options->verbose)
+    return;
+  pthread_mutex_lock(&job->shared->lock);
+  print_verbose(r);
+  pthread_mutex_unlock(&job->shared->lock);
+}
+
+/* Every selected case and dtype on the job's device (or pair, compared). */
+static void run_job(check_job *job) {
+  const check_options *options = job->options;
+  record_list *records = &job->records;
+  for (int c = 0; c < job->case_count && !job->out_of_memory; c++) {
+    int n = 0;
+    const case_ref *ref = &job->refs[c];
+    const check_case *table = check_cases(ref->op, &n);
+    for (int t = 0; t < job->dtype_count; t++) {
+      problem_spec spec = table[ref->index].spec;
+      spec.dtype = job->dtypes[t];
+      uint64_t seed = case_seed(options->seed, spec.op, ref->index, spec.dtype);
+      job_progress(job, &spec, ref->index);
+      int sides = job->comparing ? 2 : 1;
+      problem problems[2];
+      memset(problems, 0, sizeof problems);
+      for (int s = 0; s < sides; s++) {
+        device_run *run = &job->runs[s];
+        case_record *r = new_record(records);
+        if (r == NULL) {
+          job->out_of_memory = true;
+          break;
+        }
+        fill_record_identity(r, run->info.selector, &spec, ref->index);
+        format_reproduce(r->reproduce, sizeof r->reproduce, options, run->info.selector, spec.op,
+                         spec.dtype, ref->index, false);
+        execute_case(run->device, &run->info, run->queue, &spec, seed, &problems[s], r);
+        job_print(job, r);
+      }
+      if (job->comparing && !job->out_of_memory) {
+        case_record *r = new_record(records);
+        if (r == NULL) {
+          job->out_of_memory = true;
+        } else {
+          /* new_record may have moved the array: find the sides again. */
+          const case_record *side0 = &records->items[records->count - 3];
+          const case_record *side1 = &records->items[records->count - 2];
+          char pair_name[128];
+          snprintf(pair_name, sizeof pair_name, "%s~%s", job->runs[0].info.selector,
+                   job->runs[1].info.selector);
+          fill_record_identity(r, pair_name, &spec, ref->index);
+          format_reproduce(r->reproduce, sizeof r->reproduce, options, options->compare, spec.op,
+                           spec.dtype, ref->index, true);
+          if (side0->result == OUTCOME_PASS && side1->result == OUTCOME_PASS) {
+            verify_result verdict;
+            problem_compare(&problems[0], &problems[1], &verdict);
+            r->result = verdict.passed ? OUTCOME_PASS : OUTCOME_FAIL;
+            r->error = verdict.error;
+            r->bound = verdict.bound;
+            snprintf(r->message, sizeof r->message, "%s", verdict.message);
+          } else {
+            r->result = OUTCOME_SKIP;
+            snprintf(r->message, sizeof r->message,
+                     "not compared: a device did not pass this case on its own");
+          }
+          job_print(job, r);
+        }
+      }
+      for (int s = 0; s < sides; s++)
+        problem_destroy(&problems[s]);
+      if (job->out_of_memory)
+        break;
+    }
+  }
+}
+
+typedef struct job_pool {
+  check_job *jobs;
+  int count;
+  atomic_int next;
+} job_pool;
+
+static void *pool_worker(void *arg) {
+  job_pool *pool = arg;
+  for (int j; (j = atomic_fetch_add(&pool->next, 1)) < pool->count;)
+    run_job(&pool->jobs[j]);
+  return NULL;
+}
+
+/* The jobs on up to `width` threads; on this one when width is 1 or a
+ * thread cannot start. */
+static void run_jobs(check_job *jobs, int count, int width) {
+  job_pool pool = {jobs, count, 0};
+  pthread_t threads[MAX_SELECTED_DEVICES];
+  int started = 0;
+  if (width > count)
+    width = count;
+  while (width > 1 && started < width - 1 &&
+         pthread_create(&threads[started], NULL, pool_worker, &pool) == 0)
+    started++;
+  pool_worker(&pool);
+  for (int t = 0; t < started; t++)
+    pthread_join(threads[t], NULL);
+}
+
 int cmd_check(int argc, char **argv) {
   check_options o;
   int rc = parse_check_options(argc, argv, &o);
@@ -656,82 +801,42 @@ int cmd_check(int argc, char **argv) {
     tsr_context_destroy(context);
     return listed > 0 ? EXIT_OK : EXIT_FAILED;
   }
-  int device_loops = comparing ? 1 : (int)selection.count;
-  int total_steps = device_loops * case_count * dtype_count;
-
-  record_list records = {NULL, 0, 0};
-  double started = now_seconds();
-  int step = 0;
-  bool out_of_memory = false;
-  for (int d = 0; d < device_loops && !out_of_memory; d++) {
-    for (int c = 0; c < case_count && !out_of_memory; c++) {
-      int n = 0;
-      const check_case *table = check_cases(refs[c].op, &n);
-      for (int t = 0; t < dtype_count; t++) {
-        problem_spec spec = table[refs[c].index].spec;
-        spec.dtype = dtypes[t];
-        uint64_t seed = case_seed(o.seed, spec.op, refs[c].index, spec.dtype);
-        step++;
-        progress_update("check %s: %d/%d %s %s case %d",
-                        comparing ? o.compare : runs[d].info.selector, step, total_steps,
-                        tsr_op_name(spec.op), tsr_dtype_name(spec.dtype), refs[c].index);
-        int sides = comparing ? 2 : 1;
-        problem problems[2];
-        memset(problems, 0, sizeof problems);
-        case_record *side_records[2] = {NULL, NULL};
-        for (int s = 0; s < sides; s++) {
-          device_run *run = &runs[comparing ? s : d];
-          case_record *r = new_record(&records);
-          if (r == NULL) {
-            out_of_memory = true;
-            break;
-          }
-          fill_record_identity(r, run->info.selector, &spec, refs[c].index);
-          format_reproduce(r->reproduce, sizeof r->reproduce, &o, run->info.selector, spec.op,
-                           spec.dtype, refs[c].index, false);
-          execute_case(run->device, &run->info, run->queue, &spec, seed, &problems[s], r);
-          side_records[s] = r;
-          if (o.verbose)
-            print_verbose(r);
-        }
-        if (comparing && !out_of_memory) {
-          case_record *r = new_record(&records);
-          if (r == NULL) {
-            out_of_memory = true;
-          } else {
-            /* new_record may have moved the array: find the sides again. */
-            side_records[0] = &records.items[records.count - 3];
-            side_records[1] = &records.items[records.count - 2];
-            char pair_name[128];
-            snprintf(pair_name, sizeof pair_name, "%s~%s", runs[0].info.selector,
-                     runs[1].info.selector);
-            fill_record_identity(r, pair_name, &spec, refs[c].index);
-            format_reproduce(r->reproduce, sizeof r->reproduce, &o, o.compare, spec.op, spec.dtype,
-                             refs[c].index, true);
-            if (side_records[0]->result == OUTCOME_PASS &&
-                side_records[1]->result == OUTCOME_PASS) {
-              verify_result verdict;
-              problem_compare(&problems[0], &problems[1], &verdict);
-              r->result = verdict.passed ? OUTCOME_PASS : OUTCOME_FAIL;
-              r->error = verdict.error;
-              r->bound = verdict.bound;
-              snprintf(r->message, sizeof r->message, "%s", verdict.message);
-            } else {
-              r->result = OUTCOME_SKIP;
-              snprintf(r->message, sizeof r->message,
-                       "not compared: a device did not pass this case on its own");
-            }
-            if (o.verbose)
-              print_verbose(r);
-          }
-        }
-        for (int s = 0; s < sides; s++)
-          problem_destroy(&problems[s]);
-        if (out_of_memory)
-          break;
-      }
-    }
+  /* One job per device (or one for the compared pair), run side by side:
+   * the devices are independent, and each keeps its own queue and records. */
+  int job_count = comparing ? 1 : (int)selection.count;
+  check_job jobs[MAX_SELECTED_DEVICES];
+  check_shared shared;
+  memset(&shared, 0, sizeof shared);
+  pthread_mutex_init(&shared.lock, NULL);
+  shared.total_steps = job_count * case_count * dtype_count;
+  for (int j = 0; j < job_count; j++) {
+    check_job *job = &jobs[j];
+    memset(job, 0, sizeof *job);
+    job->options = &o;
+    job->runs = comparing ? runs : &runs[j];
+    job->comparing = comparing;
+    job->refs = refs;
+    job->case_count = case_count;
+    job->dtypes = dtypes;
+    job->dtype_count = dtype_count;
+    job->shared = &shared;
   }
+  double started = now_seconds();
+  run_jobs(jobs, job_count, o.jobs > 0 ? o.jobs : job_count);
+  record_list records = {NULL, 0, 0};
+  bool out_of_memory = false;
+  for (int j = 0; j < job_count; j++) {
+    out_of_memory = out_of_memory || jobs[j].out_of_memory;
+    for (size_t i = 0; i < jobs[j].records.count && !out_of_memory; i++) {
+      case_record *r = new_record(&records);
+      if (r == NULL)
+        out_of_memory = true;
+      else
+        *r = jobs[j].records.items[i];
+    }
+    free(jobs[j].records.items);
+  }
+  pthread_mutex_destroy(&shared.lock);
   progress_clear();
   double seconds = now_seconds() - started;
 

@@ -39,11 +39,13 @@ static const command_entry commands[] = {
      "  DEVICE, --device D the device (see DEVICE below)\n", false},
     {"check", cmd_check,
      "check [--device SEL ...|--all] [--op NAME] [--dtype D] [--case N] [--quick]\n"
-     "        [--json FILE] [--junit FILE] [--compare A,B] [--seed S] [--list] [--verbose]",
+     "        [--json FILE] [--junit FILE] [--compare A,B] [--seed S] [--jobs N] [--list]\n"
+     "        [--verbose]",
      "Run every op x dtype x case against the fp64 reference: guard bands, NaN-\n"
      "filled outputs, per-dtype error bounds. Prints a device x op matrix and, for\n"
      "each failure, the command that reproduces it. Exit status 1 on any failure,\n"
-     "and when the filters leave no case to run (\"no case matched\").\n",
+     "and when the filters leave no case to run (\"no case matched\"). Devices are\n"
+     "checked side by side, each on a thread and queue of its own.\n",
      "  --device SEL       a device to check (repeatable; default: TESSERA_DEVICE, else best)\n"
      "  --all              every device\n"
      "  --op NAME          only this op's cases\n"
@@ -52,6 +54,7 @@ static const command_entry commands[] = {
      "  --quick            only the cases marked quick\n"
      "  --compare A,B      also compare two devices' outputs with each other\n"
      "  --seed S           the inputs' seed (default 1)\n"
+     "  --jobs N           check at most N devices at once (default: all; 1: in turn)\n"
      "  --json FILE        write the results as JSON (with the version and the devices)\n"
      "  --junit FILE       write the results as JUnit XML\n"
      "  --list             list the cases each device would run; run nothing\n"

@@ -356,6 +356,34 @@ elseif(CASE STREQUAL "help_command")
   run(EXIT 2 ARGS check stray EXPECT "check: unexpected argument 'stray'")
   run(EXIT 2 ARGS check --json EXPECT "option --json needs a value")
 
+elseif(CASE STREQUAL "side_by_side")
+  # Devices are checked side by side, a thread each: every record keeps its
+  # device (the faulty device's gemm fails, the CPU's passes), and checking
+  # one device at a time (--jobs 1) gives the same matrix and counts.
+  set(ENV{TESSERA_PLUGIN_PATH} "${FAULTY_PATH}:${PLUGIN_PATH}")
+  set(ENV{TESSERA_FAULT} bias)
+  set(args check --device faulty:0 --device cpu:0 --op gemm --quick --verbose)
+  run(EXIT 1 ARGS ${args}
+      EXPECT "PASS  cpu:0 gemm" "FAIL  faulty:0 gemm" "FAIL faulty:0 gemm [a-z0-9]+ case"
+      REJECT "FAIL +cpu:0" "ERROR")
+  string(REGEX REPLACE " in [0-9.]+ s " " " side_by_side "${LAST_OUTPUT}")
+  string(REGEX MATCHALL "(PASS|FAIL)  [^\n]*#[0-9]+" side_lines "${side_by_side}")
+  run(EXIT 1 ARGS ${args} --jobs 1)
+  string(REGEX REPLACE " in [0-9.]+ s " " " one_by_one "${LAST_OUTPUT}")
+  string(REGEX MATCHALL "(PASS|FAIL)  [^\n]*#[0-9]+" one_lines "${one_by_one}")
+  list(SORT side_lines)
+  list(SORT one_lines)
+  if(NOT side_lines STREQUAL one_lines)
+    message(FATAL_ERROR "--jobs 1 and side by side disagree:\n${one_lines}\n${side_lines}")
+  endif()
+  string(REGEX REPLACE "^.*\ndevice" "device" side_summary "${side_by_side}")
+  string(REGEX REPLACE "^.*\ndevice" "device" one_summary "${one_by_one}")
+  if(NOT side_summary STREQUAL one_summary)
+    message(FATAL_ERROR "--jobs 1 and side by side report differently")
+  endif()
+  unset(ENV{TESSERA_FAULT})
+  run(EXIT 2 ARGS check --all --jobs 0 EXPECT "check: --jobs needs a count of devices from 1 to")
+
 elseif(CASE STREQUAL "no_case")
   # A check or bench that runs nothing says so and fails, naming its filters.
   set(ENV{TESSERA_PLUGIN_PATH} ${NARROW_PATH})
