@@ -577,7 +577,8 @@ bool opencl_attention_decode_plan_of(const opencl_device_props *props,
                                      const opencl_attention_row *row,
                                      opencl_attention_decode_plan *out) {
   uint32_t dp = dim_class(g->dim);
-  if (row->kind != OPENCL_ATTENTION_DECODE || !dp || g->sq > OPENCL_ATTENTION_DECODE_MAX_Q)
+  if (row->kind != OPENCL_ATTENTION_DECODE || !dp || g->sq > OPENCL_ATTENTION_DECODE_MAX_Q ||
+      props->decode_miscompiled)
     return false;
   const attention_class_row *cls = attention_class_of(props);
   opencl_attention_decode_plan plan;

@@ -79,6 +79,7 @@ static void read_props(const opencl_api *cl, cl_platform_id platform, cl_device_
   if (cl->clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof p->platform_version - 1,
                             p->platform_version, NULL) != CL_SUCCESS)
     p->platform_version[0] = '\0';
+  p->decode_miscompiled = strstr(p->platform_version, "PoCL 5.") != NULL;
   cl_device_type type = 0;
   cl->clGetDeviceInfo(id, CL_DEVICE_TYPE, sizeof type, &type, NULL);
   p->type = type;

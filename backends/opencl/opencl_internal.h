@@ -89,6 +89,10 @@ typedef struct opencl_device_props {
   uint32_t nv_sm;               /* NVIDIA compute capability (90: sm_90), else 0 */
   uint64_t timer_resolution_ns; /* CL_DEVICE_PROFILING_TIMER_RESOLUTION */
   char extensions[4096];        /* CL_DEVICE_EXTENSIONS (truncated) */
+  /* PoCL 5.x (LLVM 16) miscompiles the decode kernel (attention_decode.cl)
+   * for some shapes, right with -cl-opt-disable: flash serves decode there
+   * (docs/PERFORMANCE.md, "PoCL 5") */
+  bool decode_miscompiled;
 } opencl_device_props;
 
 typedef struct opencl_plugin {
