@@ -383,6 +383,17 @@ TARGET_AVX2 static ALWAYS_INLINE __m128i to_half8_avx2(__m256 v, int32_t dtype) 
   return _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
 }
 
+/* 16 f32 as bf16 bits by vcvtneps2bf16 (AVX512_BF16; the caller checks
+ * cpu_isa_includes(cpu_isa_active(), CPU_ISA_AVX512_BF16)): one instruction
+ * for to_half16_avx512's nine, the same rounding to nearest even and quiet
+ * NaN, but f32 subnormals (below 1.2e-38) become zero. Inline assembly, so
+ * the loops that use it need no target of their own. */
+TARGET_AVX512 static ALWAYS_INLINE __m256i to_bf16_hw16_avx512(__m512 v) {
+  __m256i h;
+  __asm__("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(v));
+  return h;
+}
+
 /* dst[0..count) = unit-stride elements of src (f32, f16 or bf16) as f32. */
 TARGET_AVX2 static inline void load_f32_avx2(float *dst, const void *src, int32_t dtype,
                                              int64_t count, const row_ahead *ahead) {

@@ -155,27 +155,47 @@ TARGET_AVX512 static void rope_gptj_avx512(float *y, const float *x, const float
 
 TARGET_AVX512 static ALWAYS_INLINE void swiglu16_step_avx512(uint16_t *y, const uint16_t *gate,
                                                              const uint16_t *up, int32_t dtype,
-                                                             __mmask16 m, int stream) {
+                                                             bool hw_bf16, __mmask16 m,
+                                                             bool stream) {
   __m512 g = load16_half_avx512(gate, dtype, m), u = load16_half_avx512(up, dtype, m);
-  __m256i out = to_half16_avx512(_mm512_mul_ps(silu_fast_avx512(g), u), dtype);
-  if (stream && m == 0xffff && ((uintptr_t)y & 31u) == 0)
+  __m512 v = _mm512_mul_ps(silu_fast_avx512(g), u);
+  __m256i out = hw_bf16 ? to_bf16_hw16_avx512(v) : to_half16_avx512(v, dtype);
+  if (stream)
     _mm256_stream_si256((__m256i *)y, out);
   else
     _mm256_mask_storeu_epi16(y, m, out);
 }
 
-TARGET_AVX512 static void swiglu16_avx512(uint16_t *y, const uint16_t *gate, const uint16_t *up,
-                                          int64_t count, int32_t dtype, int stream, int prefetch) {
+/* One loop per dtype and bf16 rounding (ALWAYS_INLINE: no test left in
+ * it); y is streamed a whole aligned vector at a time where asked. */
+TARGET_AVX512 static ALWAYS_INLINE void swiglu16_loop(uint16_t *y, const uint16_t *gate,
+                                                      const uint16_t *up, int64_t count,
+                                                      int32_t dtype, bool hw_bf16, int stream,
+                                                      int prefetch) {
+  const bool streaming = stream && ((uintptr_t)y & 31u) == 0;
   int64_t i = 0;
-  for (; i + 16 <= count; i += 16) {
-    if (prefetch && (i & 31) == 0) { /* a 64-byte line of each input every 32 elements */
+  for (; i + 32 <= count; i += 32) {
+    if (prefetch) { /* a 64-byte line of each input every 32 elements */
       _mm_prefetch((const char *)(gate + i + PREFETCH_AHEAD_ELEMENTS), _MM_HINT_T2);
       _mm_prefetch((const char *)(up + i + PREFETCH_AHEAD_ELEMENTS), _MM_HINT_T2);
     }
-    swiglu16_step_avx512(y + i, gate + i, up + i, dtype, 0xffff, stream);
+    swiglu16_step_avx512(y + i, gate + i, up + i, dtype, hw_bf16, 0xffff, streaming);
+    swiglu16_step_avx512(y + i + 16, gate + i + 16, up + i + 16, dtype, hw_bf16, 0xffff, streaming);
   }
-  if (i < count)
-    swiglu16_step_avx512(y + i, gate + i, up + i, dtype, lanes_avx512(count - i), stream);
+  for (; i < count; i += 16) {
+    __mmask16 m = lanes_avx512(count - i);
+    swiglu16_step_avx512(y + i, gate + i, up + i, dtype, hw_bf16, m, streaming && m == 0xffff);
+  }
+}
+
+TARGET_AVX512 static void swiglu16_avx512(uint16_t *y, const uint16_t *gate, const uint16_t *up,
+                                          int64_t count, int32_t dtype, int stream, int prefetch) {
+  if (dtype == TSR_DTYPE_F16)
+    swiglu16_loop(y, gate, up, count, TSR_DTYPE_F16, false, stream, prefetch);
+  else if (cpu_isa_includes(cpu_isa_active(), CPU_ISA_AVX512_BF16))
+    swiglu16_loop(y, gate, up, count, TSR_DTYPE_BF16, true, stream, prefetch);
+  else
+    swiglu16_loop(y, gate, up, count, TSR_DTYPE_BF16, false, stream, prefetch);
 }
 
 const elementwise_kernels cpu_elementwise_kernels_avx512 = {

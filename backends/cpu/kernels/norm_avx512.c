@@ -400,10 +400,6 @@ TARGET_AVX512 static double xe_step_avx512(const float *x, float shift, int64_t 
   return total;
 }
 
-/* See row_kernels.rms16_step. Both rows are read as 16-lane 16-bit loads
- * widened in registers, and y's vectors are streamed when they fill an
- * aligned 32 bytes: the next row is read in the same loop that writes y, as
- * a copy reads and writes (the f32 rows' fused step, without scratch). */
 /* 16 lanes of v (mask m) as dtype at y: streamed when stream is asked
  * and the lanes fill an aligned 32 bytes, else a masked store. */
 TARGET_AVX512 static ALWAYS_INLINE void store16_as_half_avx512(uint16_t *y, __m512 v, __mmask16 m,
@@ -415,32 +411,114 @@ TARGET_AVX512 static ALWAYS_INLINE void store16_as_half_avx512(uint16_t *y, __m5
     _mm256_mask_storeu_epi16(y, m, h);
 }
 
-TARGET_AVX512 static double rms16_step_avx512(uint16_t *y, const uint16_t *x, float factor,
-                                              const float *weight, int64_t count, int stream,
-                                              const uint16_t *next, int32_t dtype,
-                                              const row_ahead *ahead) {
-  __m512d low = _mm512_setzero_pd(), high = low;
+/* 16 lanes of a rows16 pass at i (mask m): the squares of `squared` into
+ * *sum (f32: a block's lane sums, see rms16_pass), y = x * f (* weight). */
+TARGET_AVX512 static ALWAYS_INLINE void rms16_lanes(uint16_t *y, const uint16_t *x, __m512 f,
+                                                    const float *weight, const uint16_t *squared,
+                                                    int64_t i, __mmask16 m, bool full_stream,
+                                                    int32_t dtype, bool hw_bf16, bool sum,
+                                                    bool write, bool weighted, __m512 *acc) {
+  if (sum) {
+    __m512 n = load16_half_avx512(squared + i, dtype, m);
+    *acc = _mm512_fmadd_ps(n, n, *acc);
+  }
+  if (write) {
+    __m512 v = _mm512_mul_ps(load16_half_avx512(x + i, dtype, m), f);
+    if (weighted)
+      v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i));
+    __m256i h = hw_bf16 ? to_bf16_hw16_avx512(v) : to_half16_avx512(v, dtype);
+    if (full_stream)
+      _mm256_stream_si256((__m256i *)(y + i), h);
+    else
+      _mm256_mask_storeu_epi16(y + i, m, h);
+  }
+}
+
+enum { RMS16_BLOCK = 512 }; /* elements whose squares are summed in f32 */
+
+/* One rms16_step pass with its choices fixed (ALWAYS_INLINE: each caller
+ * below gets a loop without tests). Squares are summed in f32 over blocks
+ * of 512 (32 terms a lane, two accumulators: a relative error of 1e-6 at
+ * worst), the blocks in double; a block whose f32 sum is outside
+ * [2^-100, 2^100] again in double. 32 elements a step, one prefetch a line. */
+TARGET_AVX512 static ALWAYS_INLINE double rms16_pass(uint16_t *y, const uint16_t *x, float factor,
+                                                     const float *weight, int64_t count, int stream,
+                                                     const uint16_t *squared, int32_t dtype,
+                                                     bool hw_bf16, const row_ahead *ahead, bool sum,
+                                                     bool write, bool weighted) {
   const __m512 f = _mm512_set1_ps(factor);
-  const uint16_t *squared = y ? next : x;
-  for (int64_t i = 0; i < count; i += 16) {
-    prefetch_ahead(ahead, i);
-    __mmask16 m = lanes_avx512(count - i);
-    if (squared) {
-      __m512 n = load16_half_avx512(squared + i, dtype, m);
+  const bool streaming = write && stream && ((uintptr_t)y & 31u) == 0;
+  __m512d low = _mm512_setzero_pd(), high = low;
+  for (int64_t b = 0; b < count; b += RMS16_BLOCK) {
+    const int64_t end = count - b < RMS16_BLOCK ? count : b + RMS16_BLOCK;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    int64_t i = b;
+    for (; i + 32 <= end; i += 32) {
+      prefetch_ahead(ahead, i);
+      rms16_lanes(y, x, f, weight, squared, i, 0xffff, streaming, dtype, hw_bf16, sum, write,
+                  weighted, &acc0);
+      rms16_lanes(y, x, f, weight, squared, i + 16, 0xffff, streaming, dtype, hw_bf16, sum, write,
+                  weighted, &acc1);
+    }
+    for (; i < end; i += 16) {
+      prefetch_ahead(ahead, i);
+      __mmask16 m = lanes_avx512(end - i);
+      rms16_lanes(y, x, f, weight, squared, i, m, streaming && m == 0xffff, dtype, hw_bf16, sum,
+                  write, weighted, &acc0);
+    }
+    if (!sum)
+      continue;
+    __m512 block = _mm512_add_ps(acc0, acc1);
+    float total = _mm512_reduce_add_ps(block);
+    if (total >= 0x1p-100f && total <= 0x1p100f) {
+      accumulate_pd_avx512(&low, &high, block);
+      continue;
+    }
+    /* a square may have overflowed or underflowed f32 (16-bit rows have
+     * f32's range): the block again in double */
+    for (int64_t j = b; j < end; j += 16) {
+      __mmask16 m = lanes_avx512(end - j);
+      __m512 n = load16_half_avx512(squared + j, dtype, m);
       __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(n));
       __m512d d1 =
           _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(n), 1)));
       low = _mm512_fmadd_pd(d0, d0, low);
       high = _mm512_fmadd_pd(d1, d1, high);
     }
-    if (!y)
-      continue;
-    __m512 v = _mm512_mul_ps(load16_half_avx512(x + i, dtype, m), f);
-    if (weight)
-      v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + i));
-    store16_as_half_avx512(y + i, v, m, dtype, stream);
   }
-  return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+  return sum ? _mm512_reduce_add_pd(_mm512_add_pd(low, high)) : 0.0;
+}
+
+/* The passes of one dtype (and bf16 rounding), chosen once a row. */
+TARGET_AVX512 static ALWAYS_INLINE double
+rms16_dtype(uint16_t *y, const uint16_t *x, float factor, const float *weight, int64_t count,
+            int stream, const uint16_t *next, int32_t dtype, bool hw, const row_ahead *ahead) {
+  if (!y)
+    return rms16_pass(NULL, NULL, 0.0f, NULL, count, 0, x, dtype, hw, ahead, true, false, false);
+  if (next && weight)
+    return rms16_pass(y, x, factor, weight, count, stream, next, dtype, hw, ahead, true, true,
+                      true);
+  if (next)
+    return rms16_pass(y, x, factor, NULL, count, stream, next, dtype, hw, ahead, true, true, false);
+  if (weight)
+    return rms16_pass(y, x, factor, weight, count, stream, NULL, dtype, hw, ahead, false, true,
+                      true);
+  return rms16_pass(y, x, factor, NULL, count, stream, NULL, dtype, hw, ahead, false, true, false);
+}
+
+/* See row_kernels.rms16_step. Both rows are read as 16-lane 16-bit loads
+ * widened in registers, and y's vectors are streamed when they fill an
+ * aligned 32 bytes: the next row is read in the same loop that writes y, as
+ * a copy reads and writes (the f32 rows' fused step, without scratch). */
+TARGET_AVX512 static double rms16_step_avx512(uint16_t *y, const uint16_t *x, float factor,
+                                              const float *weight, int64_t count, int stream,
+                                              const uint16_t *next, int32_t dtype,
+                                              const row_ahead *ahead) {
+  if (dtype == TSR_DTYPE_F16)
+    return rms16_dtype(y, x, factor, weight, count, stream, next, TSR_DTYPE_F16, false, ahead);
+  if (cpu_isa_includes(cpu_isa_active(), CPU_ISA_AVX512_BF16))
+    return rms16_dtype(y, x, factor, weight, count, stream, next, TSR_DTYPE_BF16, true, ahead);
+  return rms16_dtype(y, x, factor, weight, count, stream, next, TSR_DTYPE_BF16, false, ahead);
 }
 
 /* 16 lanes (mask m) of a 16-bit row widened to f32, kept in f32 scratch
