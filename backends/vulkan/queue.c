@@ -585,7 +585,7 @@ tsr_status vulkan_buffer_read(void *handle, void *buffer_handle, uint64_t offset
   tsr_status status = vulkan_queue_flush(queue, true);
   if (status != TSR_OK)
     return status;
-  if (buffer->mapped) {
+  if (buffer->mapped && (queue->device->host_cached || buffer->host)) {
     memcpy(dst, (const char *)buffer->mapped + offset, bytes);
     return TSR_OK;
   }

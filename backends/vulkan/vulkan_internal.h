@@ -165,7 +165,11 @@ typedef struct vulkan_device {
   vulkan_block *blocks; /* memory.c */
   uint32_t memory_type; /* device-local (and host-visible where that exists) */
   bool host_visible;    /* blocks are mapped */
-  bool mapping_off;     /* TESSERA_VULKAN_NO_MAPPING: reads and writes through staging */
+  /* the mapped blocks are host-cached (lavapipe, integrated GPUs); where
+   * not (a discrete GPU's memory through a PCIe BAR), host reads of them
+   * crawl (0.03 GB/s on an H100), so reads go through staging */
+  bool host_cached;
+  bool mapping_off; /* TESSERA_VULKAN_NO_MAPPING: reads and writes through staging */
   uint32_t staging_type;
   struct vulkan_queue *queues; /* guarded by queue_lock */
   /* TESSERA_VULKAN_PIPELINE_STATS set and the driver can: each pipeline's
