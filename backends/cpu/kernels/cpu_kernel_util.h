@@ -575,6 +575,16 @@ TARGET_AVX512 static ALWAYS_INLINE void accumulate_pd_avx512(__m512d *low, __m51
       *high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
+/* Adds the squares of the 16 lanes of v, widened to double, into two
+ * accumulators. */
+TARGET_AVX512 static ALWAYS_INLINE void accumulate_squares_pd_avx512(__m512d *low, __m512d *high,
+                                                                     __m512 v) {
+  __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+  __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  *low = _mm512_fmadd_pd(d0, d0, *low);
+  *high = _mm512_fmadd_pd(d1, d1, *high);
+}
+
 /* Up to 16 f16 or bf16 values (unit stride, the lanes in `mask`) as f32. */
 TARGET_AVX512 static ALWAYS_INLINE __m512 load16_half_avx512(const uint16_t *src, int32_t dtype,
                                                              __mmask16 mask) {

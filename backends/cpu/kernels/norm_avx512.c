@@ -24,10 +24,7 @@ TARGET_AVX512 static double sum_squares_avx512(const float *x, float centre, int
     prefetch_ahead(ahead, i);
     __mmask16 m = lanes_avx512(count - i);
     __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + i), c);
-    __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(d));
-    __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), 1)));
-    low = _mm512_fmadd_pd(d0, d0, low);
-    high = _mm512_fmadd_pd(d1, d1, high);
+    accumulate_squares_pd_avx512(&low, &high, d);
   }
   return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
 }
@@ -40,10 +37,7 @@ TARGET_AVX512 static double add_sum_squares_avx512(float *h, const float *x, con
     __mmask16 m = lanes_avx512(count - i);
     __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, r + i));
     _mm512_mask_storeu_ps(h + i, m, v);
-    __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-    __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    low = _mm512_fmadd_pd(d0, d0, low);
-    high = _mm512_fmadd_pd(d1, d1, high);
+    accumulate_squares_pd_avx512(&low, &high, v);
   }
   return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
 }
@@ -162,10 +156,7 @@ TARGET_AVX512 static ALWAYS_INLINE __m512 rms_step_block_avx512(void *context, i
     if (c->next_residual_out)
       store16_avx512(c->next_residual_out + i, next, m, c->stream);
   }
-  __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(next));
-  __m512d d1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(next), 1)));
-  c->low = _mm512_fmadd_pd(d0, d0, c->low);
-  c->high = _mm512_fmadd_pd(d1, d1, c->high);
+  accumulate_squares_pd_avx512(&c->low, &c->high, next);
   __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, c->h + i), _mm512_set1_ps(c->factor));
   return c->weight ? _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, c->weight + i)) : v;
 }
@@ -479,11 +470,7 @@ TARGET_AVX512 static ALWAYS_INLINE double rms16_pass(uint16_t *y, const uint16_t
     for (int64_t j = b; j < end; j += 16) {
       __mmask16 m = lanes_avx512(end - j);
       __m512 n = load16_half_avx512(squared + j, dtype, m);
-      __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(n));
-      __m512d d1 =
-          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(n), 1)));
-      low = _mm512_fmadd_pd(d0, d0, low);
-      high = _mm512_fmadd_pd(d1, d1, high);
+      accumulate_squares_pd_avx512(&low, &high, n);
     }
   }
   return sum ? _mm512_reduce_add_pd(_mm512_add_pd(low, high)) : 0.0;
