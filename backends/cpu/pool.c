@@ -32,6 +32,16 @@
  * let a thread that finishes early (or joins late) take work from a slow one. */
 enum { CHUNKS_PER_THREAD = 4 };
 
+/* Each thread's own range of a job's chunks, which it takes first (then it
+ * takes chunks from the others' ranges): the same thread touches the same
+ * data on every call, so data stays in its core's caches, instead of moving
+ * between cores that may share no cache (docs/PERFORMANCE.md). One line
+ * each: threads claim from their own cursor without contention. */
+typedef struct chunk_range {
+  _Alignas(64) atomic_llong next; /* next chunk index to hand out */
+  int64_t end;                    /* one past the range's last chunk */
+} chunk_range;
+
 /* `ticket`: the job's state. CLOSED while no job is open (the caller may
  * write the next one); below it, the number of workers that joined. */
 enum { TICKET_CLOSED = 1u << 30, TICKET_JOINED_MASK = TICKET_CLOSED - 1 };
@@ -58,22 +68,27 @@ struct cpu_pool {
   void *context;
   int64_t n;
   int64_t chunk;
-  atomic_llong next_begin;
+  chunk_range *ranges; /* threads entries */
 };
 
 /* Set while a thread runs chunks, so that a nested parallel_for runs inline
  * instead of waiting for the pool it is part of. */
 static _Thread_local int pool_current_worker = -1;
 
+/* Runs the chunks of this thread's range, then those left in the others'. */
 static void run_chunks(cpu_pool *pool, int worker) {
   int outer = pool_current_worker;
   pool_current_worker = worker;
-  for (;;) {
-    int64_t begin = atomic_fetch_add(&pool->next_begin, pool->chunk);
-    if (begin >= pool->n)
-      break;
-    int64_t end = begin + pool->chunk < pool->n ? begin + pool->chunk : pool->n;
-    pool->fn(pool->context, begin, end, worker);
+  for (int i = 0; i < pool->threads; i++) {
+    chunk_range *range = &pool->ranges[(worker + i) % pool->threads];
+    for (;;) {
+      int64_t index = atomic_fetch_add_explicit(&range->next, 1, memory_order_relaxed);
+      if (index >= range->end)
+        break;
+      int64_t begin = index * pool->chunk;
+      int64_t end = begin + pool->chunk < pool->n ? begin + pool->chunk : pool->n;
+      pool->fn(pool->context, begin, end, worker);
+    }
   }
   pool_current_worker = outer;
 }
@@ -145,9 +160,16 @@ cpu_pool *cpu_pool_create(int threads, int64_t poll_ns) {
   if (!pool)
     return NULL;
   pool->workers = calloc((size_t)threads, sizeof *pool->workers);
-  if (!pool->workers) {
+  pool->ranges = aligned_alloc(_Alignof(chunk_range), (size_t)threads * sizeof *pool->ranges);
+  if (!pool->workers || !pool->ranges) {
+    free(pool->workers);
+    free(pool->ranges);
     free(pool);
     return NULL;
+  }
+  for (int i = 0; i < threads; i++) {
+    atomic_init(&pool->ranges[i].next, 0);
+    pool->ranges[i].end = 0;
   }
   pool->poll_ns = poll_ns > 0 ? poll_ns : 0;
   pthread_mutex_init(&pool->caller_lock, NULL);
@@ -156,7 +178,6 @@ cpu_pool *cpu_pool_create(int threads, int64_t poll_ns) {
   atomic_init(&pool->ticket, TICKET_CLOSED);
   atomic_init(&pool->caller_parked, false);
   atomic_init(&pool->stopping, false);
-  atomic_init(&pool->next_begin, 0);
   pool->threads = 1;
   /* A worker that cannot be started only makes the pool smaller. */
   for (int i = 1; i < threads; i++) {
@@ -180,6 +201,7 @@ void cpu_pool_destroy(cpu_pool *pool) {
     pthread_join(pool->workers[i].thread, NULL);
   pthread_mutex_destroy(&pool->caller_lock);
   free(pool->workers);
+  free(pool->ranges);
   free(pool);
 }
 
@@ -236,7 +258,12 @@ void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_f
   pool->context = context;
   pool->n = n;
   pool->chunk = chunk;
-  atomic_store_explicit(&pool->next_begin, 0, memory_order_relaxed);
+  /* thread t's range: chunks [t * count / threads, (t + 1) * count / threads) */
+  const int64_t count = (n + chunk - 1) / chunk;
+  for (int t = 0; t < pool->threads; t++) {
+    atomic_store_explicit(&pool->ranges[t].next, t * count / pool->threads, memory_order_relaxed);
+    pool->ranges[t].end = (t + 1) * count / pool->threads;
+  }
   atomic_store_explicit(&pool->ticket, 0, memory_order_release); /* open */
   atomic_fetch_add(&pool->posted, 1);
   if (atomic_load(&pool->parked_workers) > 0)

@@ -5,7 +5,8 @@
  * (both B layouts, every dtype), the packed path with several K slices
  * (partial sums in D and in f32 scratch), transposed operands, odd K for the
  * bf16 pair kernels, strided and in-place outputs, the fused epilogue,
- * batches with a shared B, and grouped GEMM. Each case runs with every
+ * batches with a shared B, and grouped GEMM; the splits over threads where
+ * each thread packs its own B strips (ctest runs it with 3 threads too). Each case runs with every
  * variant the device lists and with the heuristic's pick; outputs are
  * poisoned with NaN first, so an unwritten element fails. */
 #include <math.h>
@@ -295,6 +296,13 @@ int main(void) {
        false, 1.0f, 0.0f, TSR_ACT_NONE},
       {"packed f32 strided out", 1, 30, 40, 200, false, false, true, F32, F32, true, false, true,
        false, 1.0f, 1.0f, TSR_ACT_RELU},
+      /* one row block split across columns (each thread packs its own
+       * strips), and several row blocks with each thread packing the
+       * whole panel itself, both over several K slices */
+      {"packed f32 split across columns", 1, 40, 1000, 1300, false, false, false, F32, F32, false,
+       false, true, false, 1.0f, 0.0f, TSR_ACT_NONE},
+      {"packed bf16 own panels", 1, 600, 200, 1100, false, true, false, BF16, BF16, true, false,
+       true, false, 1.0f, 0.5f, TSR_ACT_SILU},
       {"batched shared b", 3, 33, 40, 300, false, false, false, F32, F32, false, false, true, true,
        1.0f, 0.0f, TSR_ACT_NONE},
       {"batched bf16 in-place", 2, 20, 36, 900, false, true, false, BF16, BF16, true, true, false,

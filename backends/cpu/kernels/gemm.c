@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "gemm_kernels.h"
+#include "machine.h"
 
 /* f32 partial sums kept between KC slices when D cannot hold them: bounds
  * the rows processed together (each row block packs B again). */
@@ -282,13 +283,20 @@ static void pack_b_bf16(const gemm_operand *b, int64_t k0, int64_t kc, int64_t c
 /* The blocked driver                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Scratch of one worker. In a problem split over the pool, b_pack and accum
- * of the calling worker are shared and a_pack is each worker's own. */
+/* Scratch of one worker. In a problem split over the pool, a_pack is each
+ * worker's own and accum the calling worker's; b_pack is the calling
+ * worker's, packed by all, or, for a step with private B packing, each
+ * worker's own. */
 typedef struct gemm_workspace {
   void *a_pack;
   void *b_pack;
   float *accum;
-  atomic_int *strip_state; /* per B strip of b_pack: STRIP_* */
+  atomic_int *strip_state; /* per B strip of a shared b_pack: STRIP_* */
+  /* This worker's own B strips, where a step packs privately: `own_strips`
+   * slots and, per slot, which strip of which step it holds (strip_key). */
+  void *own_b_pack;
+  int64_t *own_strip_key;
+  int64_t own_strips;
 } gemm_workspace;
 
 /* B strips are packed by the first thread that needs one, in the same
@@ -321,6 +329,7 @@ typedef struct gemm_step {
   int64_t k0, kc;
   bool first, last; /* first / last KC slice */
   bool accum_in_d;  /* partial sums live in D */
+  int64_t serial;   /* this step's number in the process (strip_key) */
   int shares;       /* threads the units are split over */
 } gemm_step;
 
@@ -442,6 +451,23 @@ static void ensure_b_strip(const gemm_step *step, int64_t s) {
     cpu_relax();
 }
 
+/* B strip s of the step in slot s - first of this worker's own strips,
+ * packed on first use: no line of it is written by one thread and read by
+ * another. */
+static const char *own_b_strip(const gemm_step *step, const gemm_workspace *own, int64_t s,
+                               int64_t first, int64_t strip_bytes) {
+  const int64_t slot = s - first, key = step->serial << 24 | s;
+  char *strip = (char *)own->own_b_pack + slot * strip_bytes;
+  if (own->own_strip_key[slot] != key) {
+    /* pack_b_strips writes strip s at s strips past its base */
+    gemm_pack_b_job pack = {step->plan, &step->problem->b,      step->k0, step->kc, step->col0,
+                            step->cols, strip - s * strip_bytes};
+    pack_b_strips(&pack, s, s + 1, 0);
+    own->own_strip_key[slot] = key;
+  }
+  return strip;
+}
+
 /* Micro-tiles (MR-row strips) in row block `block` of a step. */
 static int64_t block_tiles(const gemm_step *step, int64_t block) {
   int64_t rows = min64(step->mc, step->rows - block * step->mc);
@@ -479,6 +505,15 @@ static void compute_share(void *context, int64_t t, int64_t shares, int worker) 
   const int64_t a_strip_bytes = mr * kc_packed * plan->element_bytes;
   const int64_t b_strip_bytes = nr * kc_packed * plan->element_bytes;
   int64_t packed_block = -1;
+  /* The strips this share uses: a range within one row block (a split
+   * across columns), else all of them. It packs them itself when they fit
+   * its own slots (gemm_execute sizes them). */
+  int64_t first_strip = 0, strip_count = step->strips;
+  if (begin < end && begin / step->strips == (end - 1) / step->strips) {
+    first_strip = begin % step->strips;
+    strip_count = (end - 1) % step->strips - first_strip + 1;
+  }
+  const bool pack_own = shares > 1 && strip_count <= own->own_strips;
   for (int64_t u = begin; u < end; u++) {
     int64_t block = u / step->strips, s = u % step->strips;
     int64_t ic = step->row0 + block * step->mc;
@@ -487,8 +522,13 @@ static void compute_share(void *context, int64_t t, int64_t shares, int worker) 
       pack_a_block(plan, &p->a, ic, block_rows, step->k0, step->kc, own->a_pack);
       packed_block = block;
     }
-    ensure_b_strip(step, s);
-    const char *b_strip = (const char *)step->shared->b_pack + s * b_strip_bytes;
+    const char *b_strip;
+    if (pack_own) {
+      b_strip = own_b_strip(step, own, s, first_strip, b_strip_bytes);
+    } else {
+      ensure_b_strip(step, s);
+      b_strip = (const char *)step->shared->b_pack + s * b_strip_bytes;
+    }
     int64_t col = step->col0 + s * nr;
     for (int64_t r = 0; r * mr < block_rows; r++) {
       gemm_tile_out out;
@@ -497,6 +537,10 @@ static void compute_share(void *context, int64_t t, int64_t shares, int worker) 
     }
   }
 }
+
+/* Numbers the steps of every GEMM in the process, so that a worker's own
+ * strip slot never seems to hold a strip of an earlier step. */
+static atomic_llong gemm_step_serial = 1;
 
 /* Runs one problem on the whole pool (`parallel`) or on worker `worker`. */
 static void run_problem(const gemm_plan *plan, const gemm_problem *p, int worker, bool parallel) {
@@ -538,6 +582,7 @@ static void run_problem(const gemm_plan *plan, const gemm_problem *p, int worker
                                     GEMM_FLOPS_PER_NS / CPU_CHUNK_MIN_NS);
         step.shares =
             parallel ? (int)min64(min64(plan->threads, units), by_work > 1 ? by_work : 1) : 1;
+        step.serial = atomic_fetch_add_explicit(&gemm_step_serial, 1, memory_order_relaxed);
         if (step.shares > 1)
           cpu_pool_run_threads(plan->pool, step.shares, compute_share, &step);
         else
@@ -689,7 +734,23 @@ static tsr_status gemm_execute(const cpu_exec *exec, const cpu_gemm_config *conf
   size_t accum_bytes =
       scratch_sums ? line_bytes(round_up(plan.row_block, plan.mr) * panel_cols * 4) : 0;
   size_t state_bytes = line_bytes((int64_t)sizeof(atomic_int) * (panel_cols / plan.nr));
-  size_t total = (size_t)plan.threads * a_bytes +
+  /* Own B strips per worker (compute_share): a whole panel where it fits a
+   * core's L2, else a share of a split across columns. A panel shared
+   * between threads is written by one core and read by the others on every
+   * call; where two cores share no cache (different chiplets, or a VM's
+   * vCPUs placed so) that traffic cost as much as the product itself
+   * (docs/PERFORMANCE.md), and packing again costs a few percent. */
+  const int64_t panel_strips = panel_cols / plan.nr,
+                strip_bytes = plan.nr * kc * plan.element_bytes;
+  const int64_t l2 = cpu_machine_get()->caches.l2;
+  int64_t own_strips = 0;
+  if (plan.threads > 1 && !side_by_side)
+    own_strips = (int64_t)b_bytes <= l2
+                     ? panel_strips
+                     : min64(panel_strips, (panel_strips + plan.threads - 1) / plan.threads + 1);
+  size_t own_bytes = own_strips ? line_bytes(own_strips * strip_bytes) : 0;
+  size_t key_bytes = own_strips ? line_bytes(own_strips * (int64_t)sizeof(int64_t)) : 0;
+  size_t total = (size_t)plan.threads * (a_bytes + own_bytes + key_bytes) +
                  (size_t)busy_workspaces * (b_bytes + accum_bytes + state_bytes);
   bool owned = false;
   char *memory = workspace_acquire(total, &owned);
@@ -705,6 +766,15 @@ static tsr_status gemm_execute(const cpu_exec *exec, const cpu_gemm_config *conf
     gemm_workspace *w = &plan.workspaces[t];
     w->a_pack = cursor;
     cursor += a_bytes;
+    if (own_strips) {
+      w->own_b_pack = cursor;
+      cursor += own_bytes;
+      w->own_strip_key = (int64_t *)(void *)cursor;
+      cursor += key_bytes;
+      w->own_strips = own_strips;
+      for (int64_t i = 0; i < own_strips; i++)
+        w->own_strip_key[i] = -1;
+    }
     if (t < busy_workspaces) {
       w->b_pack = cursor;
       cursor += b_bytes;
