@@ -110,6 +110,7 @@ typedef struct device_calibration {
   host_peak fma;   /* CPUs only; gflops NaN otherwise */
   host_peak bf16;  /* CPUs with AVX512_BF16 only */
   int peak_repeats;
+  double core_handoff_ns; /* CPUs: between the first two CPUs (calibrate.h); else NaN */
   /* Cores other processes used during each measurement (NaN: unknown). */
   double copy_others, fma_others, bf16_others;
   openblas_probe openblas[OPENBLAS_VARIANT_COUNT]; /* CPUs only */
@@ -137,6 +138,10 @@ enum {
    * memory bandwidth changed while the row ran */
   BENCH_COPY_DRIFT = 1 << 2,
 };
+/* CPUs: round trips of the hand-off probe before each row (about 0.1-0.5
+ * ms), and the one-way time above which two cores share no cache. */
+#define BENCH_HANDOFF_ROUND_TRIPS 1000
+#define BENCH_FAR_CORES_NS 100.0
 #define BENCH_SPREAD_LIMIT 1.5
 #define BENCH_DRIFT_LIMIT 1.2
 
@@ -156,8 +161,9 @@ typedef struct bench_row {
   const char *peak_kind;                      /* "fma", "bf16 dot", "copy" */
   double openblas_ms[OPENBLAS_VARIANT_COUNT]; /* NaN: not timed */
   char openblas_error[OPENBLAS_VARIANT_COUNT][256];
-  double others_load; /* cores used by other processes while timed (worst window) */
-  double copy_gbs;    /* rows bound by memory: copies timed around the row; else NaN */
+  double others_load;     /* cores used by other processes while timed (worst window) */
+  double core_handoff_ns; /* CPUs: measure_core_handoff_ns just before the row; else NaN */
+  double copy_gbs;        /* rows bound by memory: copies timed around the row; else NaN */
   double copy_before_gbs, copy_after_gbs; /* the same, before and after alone */
   double read_gbs; /* the same on CPUs: read-only passes around the row; else NaN */
   /* The device's vendor BLAS on the same problem (cuBLASLt: the same

@@ -226,6 +226,8 @@ bool bench_write_json(const char *path, const bench_options *o, const filter_tex
     json_number(f, c->read_gbs);
     fprintf(f, ", \"copy_others_load\": ");
     json_number(f, c->copy_others);
+    fprintf(f, ", \"core_handoff_ns\": ");
+    json_number(f, c->core_handoff_ns);
     json_host_peak(f, "fma_peak", &c->fma, c->fma_others);
     json_host_peak(f, "bf16_dot_peak", &c->bf16, c->bf16_others);
     fprintf(f, ", \"openblas\": {");
@@ -278,6 +280,8 @@ bool bench_write_json(const char *path, const bench_options *o, const filter_tex
     json_number(f, r->failed ? NAN : r->gbs);
     fprintf(f, ", \"others_load\": ");
     json_number(f, r->others_load);
+    fprintf(f, ", \"core_handoff_ns\": ");
+    json_number(f, r->core_handoff_ns);
     fprintf(f, ", \"copy_gbs_around\": ");
     json_number(f, r->copy_gbs);
     fprintf(f, ", \"copy_gbs_before\": ");

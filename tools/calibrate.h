@@ -49,4 +49,13 @@ void measure_bf16_dot_peak(int threads, double seconds, int repeats, host_peak *
  * streaming stores do not hold the read buffers its loads need). */
 double measure_read_bandwidth(const void *data, size_t bytes, int threads);
 
+/* The one-way time (ns) of handing a cache line back and forth between
+ * threads pinned to the first two CPUs this process may use, over
+ * `round_trips` round trips; NaN with fewer than two CPUs. Cores that share
+ * a cache take tens of nanoseconds; cores on different chiplets (or a VM's
+ * vCPUs the host placed so) well over 100, and then data one core writes
+ * and another reads on every call costs more than the work: the host's
+ * placement, which a VM may change from one minute to the next. */
+double measure_core_handoff_ns(int round_trips);
+
 #endif /* TESSERA_TOOLS_CALIBRATE_H */

@@ -171,6 +171,7 @@ static void open_vendor_blas(const tsr_device_info *info, device_calibration *ca
 static void calibrate_device(tsr_device *device, const tsr_device_info *info, tsr_queue *queue,
                              const bench_options *o, copy_probe *copy, device_calibration *cal) {
   memset(cal, 0, sizeof *cal);
+  cal->core_handoff_ns = NAN;
   cal->info = *info;
   snprintf(cal->device, sizeof cal->device, "%s", info->selector);
   snprintf(cal->name, sizeof cal->name, "%.*s", (int)sizeof cal->name - 1, info->name);
@@ -230,6 +231,14 @@ static void calibrate_device(tsr_device *device, const tsr_device_info *info, ts
   printf("  FMA peak:   %.1f GFLOP/s (f32, %s loop of independent FMAs on %d threads, best of %d; "
          "others %.2f)\n",
          cal->fma.gflops, cal->fma.isa, cal->threads, cal->peak_repeats, cal->fma_others);
+  cal->core_handoff_ns = measure_core_handoff_ns(BENCH_HANDOFF_ROUND_TRIPS * 10);
+  if (isfinite(cal->core_handoff_ns))
+    printf("  hand-off:   %.0f ns a cache line between the first two CPUs (%s; JSON "
+           "core_handoff_ns per row: the host may move a VM's vCPUs)\n",
+           cal->core_handoff_ns,
+           cal->core_handoff_ns > BENCH_FAR_CORES_NS
+               ? "they share no cache: data written by one and read by the other is slow"
+               : "they share a cache");
   progress_update("bench %s: bf16 dot peak", info->selector);
   load_mark_now(&mark);
   measure_bf16_dot_peak(cal->threads, seconds, cal->peak_repeats, &cal->bf16);
@@ -403,6 +412,7 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
   row->others_load = NAN;
   row->copy_gbs = NAN;
   row->idle_call_ms = NAN;
+  row->core_handoff_ns = NAN;
   row->copy_before_gbs = row->copy_after_gbs = NAN;
   row->min_ms = row->max_ms = NAN;
   row->read_gbs = NAN;
@@ -463,6 +473,8 @@ static void bench_one(tsr_device *device, const tsr_device_info *info, tsr_queue
     read_probe_time(copy, copy_runs, read_samples, &read_count);
     copies_before = copy_count;
   }
+  if (!row->failed && cal->is_cpu)
+    row->core_handoff_ns = measure_core_handoff_ns(BENCH_HANDOFF_ROUND_TRIPS);
   if (!row->failed) {
     load_mark mark;
     load_mark_now(&mark);
