@@ -135,7 +135,8 @@ static void attention_serving(gpu_queue *queue, const tsr_attention_args *a,
 enum { DECODE_MIN_CHUNK = 256, DECODE_WAVES = 4 };
 
 /* Split-KV decode: the split kernel over (key chunk, kv head x row tile,
- * sequence), then the combine kernel over (kv head x row tile, sequence).
+ * sequence), then the combine kernel over (kv head x row tile, sequence)
+ * (the tensor-core kernel merges in its last block instead).
  * The split count is the variant's, or enough blocks for DECODE_WAVES waves
  * on the key-length bound (about half as many when lengths average half of
  * it), each chunk at least DECODE_MIN_CHUNK keys; chunks are whole steps of
@@ -190,10 +191,15 @@ static tsr_status run_decode(gpu_queue *queue, tsr_gpu_attention_params *p,
   if (status != TSR_OK)
     return status;
   p->partials = gpu_workspace_data(queue);
+  /* The tensor-core kernel merges the partials in the block of each
+   * (sequence, kv head, row tile) that ends last, counting at the
+   * workspace's counters: no combine launch behind the whole grid. */
+  const bool merge_in_kernel = c->mma && pairs <= GPU_WORKSPACE_COUNTERS;
+  p->combine_counters = merge_in_kernel ? queue->workspace : 0;
   const unsigned tiles = (unsigned)(p->heads_kv * p->row_groups);
   status = gpu_launch(queue, kernel, (uint64_t)splits, tiles, (unsigned)p->batch,
                       TSR_GPU_DECODE_THREADS, smem, p);
-  if (status == TSR_OK)
+  if (status == TSR_OK && !merge_in_kernel)
     status = gpu_launch(queue, combine, tiles, 1, (unsigned)p->batch, TSR_GPU_DECODE_THREADS, 0, p);
   return status;
 }

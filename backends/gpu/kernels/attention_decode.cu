@@ -212,18 +212,19 @@ template <typename T, int DP, int RT> TSR_DEVICE void decode_body(const attentio
   }
   __syncthreads();
   decode_write_partial<GROUPS, RT, DP>(p, &comb_ml[0][0][0], &comb_o[0][0][0], b, kv_head, tile,
-                                       split);
+                                       split, decode_live_rows(p, seq.q_len, tile, RT));
 }
 
 /* Merges the partials of one (sequence, kv head, row tile), writes o and
  * lse; reports a fault and writes NaN into the sequence's rows of the tile
- * (those the grid covers, where they can be found). */
-template <typename T> TSR_DEVICE void decode_combine_body(const attention_params &p) {
-  const int64_t b = blockIdx.z, kv_head = blockIdx.x / p.row_groups,
-                tile = blockIdx.x % p.row_groups;
+ * (those the grid covers, where they can be found). By the combine kernel's
+ * block, or the split block that arrived last (decode_arrive). */
+template <typename T>
+TSR_DEVICE void decode_combine_pair(const attention_params &p, int64_t b, int64_t kv_head,
+                                    int64_t tile) {
   const int rt = p.tile_rows, dim = (int)p.head_dim;
   const attn_seq seq = attn_seq_resolve(p, b);
-  if (seq.fault >= 0 && threadIdx.x == 0 && blockIdx.x == 0)
+  if (seq.fault >= 0 && threadIdx.x == 0 && kv_head == 0 && tile == 0)
     attn_fault(p, seq.fault, b);
   if (seq.fault >= 0 && !seq.q_located)
     return;
@@ -232,10 +233,13 @@ template <typename T> TSR_DEVICE void decode_combine_body(const attention_params
   const float *ml = (const float *)p.partials + partial0 * rt * 2;
   const float *os =
       (const float *)p.partials + decode_partial_count(p) * rt * 2 + partial0 * rt * dim;
-  for (int idx = threadIdx.x; idx < rt * dim; idx += blockDim.x) {
+  /* the tile's rows that hold a query row (no partial was written for the
+   * others) */
+  const int live = decode_live_rows(p, seq.q_len, tile, rt);
+  for (int idx = threadIdx.x; idx < live * dim; idx += blockDim.x) {
     const int r = idx / dim, d = idx % dim;
     const int64_t row = tile * rt + r, i = row / p.group, h = kv_head * p.group + row % p.group;
-    if (i >= seq.q_len || i >= p.max_seqlen_q)
+    if (i >= p.max_seqlen_q)
       continue;
     const int64_t at = seq.q_first + i;
     float out, lse;
@@ -243,15 +247,19 @@ template <typename T> TSR_DEVICE void decode_combine_body(const attention_params
       out = NAN;
       lse = NAN;
     } else {
+      /* (unrolled: four chunks' loads in flight at once, not one L2
+       * round trip a chunk; the same order of sums) */
       float top = -INFINITY;
+#pragma unroll 4
       for (int64_t s = 0; s < chunks; s++)
-        top = fmaxf(top, ml[(s * rt + r) * 2]);
+        top = fmaxf(top, TSR_LOAD_CG(ml + (s * rt + r) * 2));
       float sum = 0.0f, o = 0.0f;
+#pragma unroll 4
       for (int64_t s = 0; s < chunks; s++) {
-        const float ms = ml[(s * rt + r) * 2];
+        const float ms = TSR_LOAD_CG(ml + (s * rt + r) * 2);
         const float w = ms == -INFINITY ? 0.0f : exp2f(ms - top);
-        sum += ml[(s * rt + r) * 2 + 1] * w;
-        o += os[(s * rt + r) * dim + d] * w;
+        sum += TSR_LOAD_CG(ml + (s * rt + r) * 2 + 1) * w;
+        o += TSR_LOAD_CG(os + (s * rt + r) * dim + d) * w;
       }
       /* sum 0: no key seen (o = 0, lse = -inf); a NaN sum stays NaN */
       out = sum == 0.0f ? 0.0f : o / sum;
@@ -262,6 +270,37 @@ template <typename T> TSR_DEVICE void decode_combine_body(const attention_params
     if (p.has_lse && d == 0)
       ((float *)p.lse)[b * p.lse_b + h * p.lse_h + at * p.lse_s] = lse;
   }
+}
+
+template <typename T> TSR_DEVICE void decode_combine_body(const attention_params &p) {
+  decode_combine_pair<T>(p, blockIdx.z, blockIdx.x / p.row_groups, blockIdx.x % p.row_groups);
+}
+
+/* The end of every split block when p.combine_counters is set (its partial
+ * written, or none: a chunk past the sequence's end, a sequence at fault):
+ * it counts itself in at its (sequence, kv head, row tile); the last of the
+ * p.splits blocks resets the counter and merges the partials, which the
+ * others have made visible. Uniform across the block (it has barriers). */
+template <typename T>
+TSR_DEVICE void decode_arrive(const attention_params &p, int64_t b, int64_t kv_head, int64_t tile) {
+  if (!p.combine_counters)
+    return;
+  __shared__ int last_block;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned *counter =
+        (unsigned *)p.combine_counters + (b * p.heads_kv + kv_head) * p.row_groups + tile;
+    const unsigned ticket = atomicAdd(counter, 1u);
+    last_block = ticket == (unsigned)p.splits - 1;
+    if (last_block)
+      atomicExch(counter, 0u);
+  }
+  __syncthreads();
+  if (!last_block)
+    return;
+  __threadfence();
+  decode_combine_pair<T>(p, b, kv_head, tile);
 }
 
 } /* namespace */

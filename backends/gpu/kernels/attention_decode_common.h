@@ -98,21 +98,30 @@ TSR_DEVICE bool decode_span_of(const attention_params &p, int64_t b, int64_t spl
            !attn_table_ok(p, b, s.tile0 / p.block_size, (s.end - 1) / p.block_size + 1));
 }
 
+/* Rows of row tile `tile` that hold a query row (GQA group x query rows,
+ * padded to whole tiles): the partials and the combine skip the rest. */
+TSR_DEVICE int decode_live_rows(const attention_params &p, int64_t q_len, int64_t tile, int rt) {
+  const int64_t live = q_len * p.group - tile * rt;
+  return live < 0 ? 0 : live < rt ? (int)live : rt;
+}
+
 /* The epilogue of both split kernels: GROUPS states (a lane group's or a
  * warp's max and sum in log2 units, unnormalised o) of each of RT rows,
  * ml [GROUPS][RT][2] and o [GROUPS][RT][DP] in shared memory, merged into
  * the block's partial: the max over groups, each weighed by 2^(its max -
  * that max); a group that saw no key weighs 0 (a NaN sum stays NaN:
- * NaN * 0). After a barrier that made the states visible. */
+ * NaN * 0). Only the `live` rows (decode_live_rows) are written: a tile of
+ * 16 rows holding one query of a GQA group of 4 writes a quarter. After a
+ * barrier that made the states visible. */
 template <int GROUPS, int RT, int DP>
 TSR_DEVICE void decode_write_partial(const attention_params &p, const float *comb_ml,
                                      const float *comb_o, int64_t b, int64_t kv_head, int64_t tile,
-                                     int64_t split) {
+                                     int64_t split, int live) {
   const int dim = (int)p.head_dim;
   const int64_t partial = ((b * p.heads_kv + kv_head) * p.row_groups + tile) * p.splits + split;
   float *ml_out = (float *)p.partials + partial * RT * 2;
   float *o_out = (float *)p.partials + decode_partial_count(p) * RT * 2 + partial * RT * dim;
-  for (int idx = threadIdx.x; idx < RT * dim; idx += TSR_GPU_DECODE_THREADS) {
+  for (int idx = threadIdx.x; idx < live * dim; idx += TSR_GPU_DECODE_THREADS) {
     const int r = idx / dim, d = idx % dim;
     float top = -INFINITY;
 #pragma unroll
@@ -126,10 +135,11 @@ TSR_DEVICE void decode_write_partial(const attention_params &p, const float *com
       sum += comb_ml[(g * RT + r) * 2 + 1] * w;
       o += comb_o[(g * RT + r) * DP + d] * w;
     }
-    o_out[idx] = o;
+    /* (past L1: the block that merges them may run on another SM) */
+    TSR_STORE_CG(o_out + idx, o);
     if (d == 0) {
-      ml_out[r * 2] = top;
-      ml_out[r * 2 + 1] = sum;
+      TSR_STORE_CG(ml_out + r * 2, top);
+      TSR_STORE_CG(ml_out + r * 2 + 1, sum);
     }
   }
 }

@@ -18,6 +18,9 @@
  *   products, its own online softmax (max, sum, o in mma accumulators); the
  *   four warps' states meet in shared memory at the end and the block
  *   writes one partial per row in the split kernel's format.
+ * - The block of a (sequence, kv head, row tile) that ends last merges the
+ *   partials itself (decode_arrive), so no combine kernel runs after it:
+ *   that launch waited for the whole grid, then ran on an idle GPU.
  * - Paged keys: a tile lies in one cache block when blocks are whole tiles
  *   (one table entry a tile); otherwise each row has its entry. Either way
  *   a tile's entries are read one iteration before its copy is issued and
@@ -62,8 +65,10 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
           row_lo[r == g ? 0 : 1] = lo;
           row_hi[r == g ? 0 : 1] = hi;
         }
-      }))
+      })) {
+    decode_arrive<T>(p, b, kv_head, tile);
     return;
+  }
   const attn_seq &seq = span.seq;
   const int64_t tile0 = span.tile0;
   const int end_key = (int)span.end;
@@ -338,7 +343,9 @@ TSR_DEVICE void decode_mma_body(const attention_params &p) {
     }
   }
   __syncthreads();
-  decode_write_partial<WARPS, RT, DP>(p, comb_ml, comb_o, b, kv_head, tile, split);
+  decode_write_partial<WARPS, RT, DP>(p, comb_ml, comb_o, b, kv_head, tile, split,
+                                      decode_live_rows(p, seq.q_len, tile, RT));
+  decode_arrive<T>(p, b, kv_head, tile);
 #else
   TSR_TRAP();
 #endif

@@ -131,6 +131,10 @@ typedef struct tsr_gpu_attention_params {
   /* decode with softcap: cap * tanh(s / cap) in log2 units as
    * cap_log2 * (1 - 2 / (2^(s * cap_exp2) + 1)): 2 log2(e) / cap, cap log2(e) */
   float cap_exp2, cap_log2;
+  /* decode on tensor cores: one uint32 per (sequence, kv head, row group),
+   * zero between launches; the split block that arrives last merges the
+   * partials (no combine launch). 0: the combine kernel does. */
+  uint64_t combine_counters;
 } tsr_gpu_attention_params;
 
 /* Device faults (plugin.h's TSR_PLUGIN_FAULT_*; configs.c asserts they agree). */
