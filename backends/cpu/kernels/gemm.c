@@ -283,10 +283,9 @@ static void pack_b_bf16(const gemm_operand *b, int64_t k0, int64_t kc, int64_t c
 /* The blocked driver                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Scratch of one worker. In a problem split over the pool, a_pack is each
- * worker's own and accum the calling worker's; b_pack is the calling
- * worker's, packed by all, or, for a step with private B packing, each
- * worker's own. */
+/* Scratch of one worker. In a problem split over the pool, a_pack and the
+ * own strips are each worker's; b_pack (packed by whichever thread needs a
+ * strip first) and accum are the calling worker's, shared. */
 typedef struct gemm_workspace {
   void *a_pack;
   void *b_pack;
