@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU plugin's thread pool: persistent workers. The thread that calls
  * cpu_pool_parallel_for works on the job too, so a pool of N threads starts
- * N - 1 workers. Chunks are handed out through an atomic counter, which
- * evens out uneven chunks.
+ * N - 1 workers. Each thread takes chunks from its own range of the job
+ * first (an atomic cursor a range), then from the others' ranges, which
+ * evens out uneven chunks and late joiners.
  *
  * The caller never waits for a thread to wake up. Waking a parked thread
  * costs tens of microseconds, and in a virtual machine whose idle vCPU the
