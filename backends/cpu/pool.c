@@ -19,8 +19,10 @@
  *
  * Idle workers poll for the device's poll window (TESSERA_CPU_POLL_US),
  * yielding their CPU to anything runnable, and then park on a futex; a job
- * posted while some are parked wakes them all with one syscall. */
+ * posted while some are parked wakes them all with one syscall. A caller
+ * that finds a worker on its own CPU moves it off (steer_workers). */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -51,6 +53,10 @@ typedef struct pool_worker {
   struct cpu_pool *pool;
   int index; /* 1..threads-1; the caller is 0 */
   pthread_t thread;
+  /* The CPU it last ran on, as it saw it (-1: not known), on its own line:
+   * written by the worker when it changes, read by callers posting jobs. */
+  _Alignas(64) atomic_int cpu;
+  int avoided_cpu; /* the CPU its affinity leaves out (-1: none); the caller's, under caller_lock */
 } pool_worker;
 
 struct cpu_pool {
@@ -70,6 +76,10 @@ struct cpu_pool {
   int64_t n;
   int64_t chunk;
   chunk_range *ranges; /* threads entries */
+#if defined(__linux__)
+  cpu_set_t allowed; /* the CPUs the workers were started with */
+  bool steer;        /* another CPU exists to move a worker to (steer_workers) */
+#endif
 };
 
 /* Set while a thread runs chunks, so that a nested parallel_for runs inline
@@ -94,21 +104,35 @@ static void run_chunks(cpu_pool *pool, int worker) {
   pool_current_worker = outer;
 }
 
+/* Tells callers where the worker runs (steer_workers). */
+static void publish_cpu(pool_worker *self) {
+#if defined(__linux__)
+  int cpu = sched_getcpu(); /* rseq or vDSO: no system call */
+  if (atomic_load_explicit(&self->cpu, memory_order_relaxed) != cpu)
+    atomic_store_explicit(&self->cpu, cpu, memory_order_relaxed);
+#else
+  (void)self;
+#endif
+}
+
 typedef struct post_watch {
   const cpu_pool *pool;
+  pool_worker *self;
   unsigned seen;
 } post_watch;
 
 static bool job_posted(const void *argument) {
   const post_watch *watch = argument;
+  publish_cpu(watch->self);
   return atomic_load_explicit(&watch->pool->posted, memory_order_acquire) != watch->seen;
 }
 
 /* Returns the first `posted` value other than `seen`: polls, then parks.
  * parked_workers and posted are both sequentially consistent, so either
  * the poster sees this worker parked or this worker sees the new value. */
-static unsigned wait_for_post(cpu_pool *pool, unsigned seen) {
-  post_watch watch = {pool, seen};
+static unsigned wait_for_post(pool_worker *self, unsigned seen) {
+  cpu_pool *pool = self->pool;
+  post_watch watch = {pool, self, seen};
   if (!cpu_poll(job_posted, &watch, pool->poll_ns)) {
     atomic_fetch_add(&pool->parked_workers, 1);
     while (atomic_load(&pool->posted) == seen)
@@ -142,7 +166,7 @@ static void *worker_main(void *argument) {
   unsigned seen = 0;
   cpu_name_thread("tsr-cpu-pool");
   for (;;) {
-    seen = wait_for_post(pool, seen);
+    seen = wait_for_post(self, seen);
     if (atomic_load_explicit(&pool->stopping, memory_order_acquire))
       break;
     if (join_job(pool)) {
@@ -180,11 +204,17 @@ cpu_pool *cpu_pool_create(int threads, int64_t poll_ns) {
   atomic_init(&pool->caller_parked, false);
   atomic_init(&pool->stopping, false);
   pool->threads = 1;
+#if defined(__linux__)
+  pool->steer = pthread_getaffinity_np(pthread_self(), sizeof pool->allowed, &pool->allowed) == 0 &&
+                CPU_COUNT(&pool->allowed) >= 2;
+#endif
   /* A worker that cannot be started only makes the pool smaller. */
   for (int i = 1; i < threads; i++) {
     pool_worker *worker = &pool->workers[pool->threads - 1];
     worker->pool = pool;
     worker->index = pool->threads;
+    atomic_init(&worker->cpu, -1);
+    worker->avoided_cpu = -1;
     if (pthread_create(&worker->thread, NULL, worker_main, worker) != 0)
       break;
     pool->threads++;
@@ -232,6 +262,40 @@ static void close_job(cpu_pool *pool) {
   atomic_store(&pool->caller_parked, false);
 }
 
+/* Moves a worker off the caller's CPU. A polling worker that shares a CPU
+ * with the caller yields it to the caller, and the scheduler may leave it
+ * queued there for a whole time slice (milliseconds) while another CPU idles:
+ * Linux moves a waiting thread to an idle CPU only when that CPU expects to
+ * stay idle for longer than a migration costs, and one the application's
+ * thread wakes on every few hundred microseconds never does. Traced on the
+ * 2-vCPU machine: the pool worker queued 3 ms behind the queue's worker
+ * while the other CPU idled, the row at the one-thread time. So a caller
+ * that finds a worker on its own CPU gives that worker an affinity without
+ * it (one system call, only when they meet); the worker stays out of its
+ * way until a caller on another CPU meets it again. */
+static void steer_workers(cpu_pool *pool) {
+#if defined(__linux__)
+  if (!pool->steer)
+    return;
+  int here = sched_getcpu();
+  if (here < 0 || here >= CPU_SETSIZE || !CPU_ISSET(here, &pool->allowed))
+    return;
+  for (int i = 0; i + 1 < pool->threads; i++) {
+    pool_worker *worker = &pool->workers[i];
+    if (atomic_load_explicit(&worker->cpu, memory_order_relaxed) != here ||
+        worker->avoided_cpu == here)
+      continue;
+    cpu_set_t elsewhere = pool->allowed;
+    CPU_CLR(here, &elsewhere);
+    /* a refusal (a cpuset changed since) is not retried on every post */
+    (void)pthread_setaffinity_np(worker->thread, sizeof elsewhere, &elsewhere);
+    worker->avoided_cpu = here;
+  }
+#else
+  (void)pool;
+#endif
+}
+
 void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_fn fn,
                            void *context) {
   if (n <= 0)
@@ -255,6 +319,7 @@ void cpu_pool_parallel_for(cpu_pool *pool, int64_t n, int64_t grain, cpu_range_f
     chunk = grain;
 
   pthread_mutex_lock(&pool->caller_lock);
+  steer_workers(pool);
   pool->fn = fn;
   pool->context = context;
   pool->n = n;
