@@ -10,6 +10,18 @@
 
 #include "tessera/plugin_helper.h"
 
+/* The plugin's few thread-locals (36 bytes) use the initial-exec model: no
+ * __tls_get_addr call where the pool reads its worker index on every split,
+ * and no dynamic TLS block, whose bookkeeping LeakSanitizer of gcc 12 on
+ * glibc 2.36 misread at exit and crashed in (its tracer, "signal 11"),
+ * depending only on the heap's layout. A dlopen'ed library takes such
+ * variables from the static TLS that glibc keeps spare for this. */
+#if defined(__GNUC__)
+#define CPU_TLS_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
+#else
+#define CPU_TLS_INITIAL_EXEC
+#endif
+
 /* ---- memory ---- */
 
 typedef struct cpu_buffer {

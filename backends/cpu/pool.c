@@ -84,7 +84,7 @@ struct cpu_pool {
 
 /* Set while a thread runs chunks, so that a nested parallel_for runs inline
  * instead of waiting for the pool it is part of. */
-static _Thread_local int pool_current_worker = -1;
+static _Thread_local int pool_current_worker CPU_TLS_INITIAL_EXEC = -1;
 
 /* Runs the chunks of this thread's range, then those left in the others'. */
 static void run_chunks(cpu_pool *pool, int worker) {

@@ -610,7 +610,7 @@ static void run_problems_serially(void *context, int64_t begin, int64_t end, int
  * workers keep theirs until they exit. Larger needs than the cap are not
  * kept. */
 enum { GEMM_KEPT_WORKSPACE_MAX_BYTES = 160 << 20 };
-static _Thread_local cpu_gemm_scratch kept;
+static _Thread_local cpu_gemm_scratch kept CPU_TLS_INITIAL_EXEC;
 
 void cpu_gemm_scratch_exchange(cpu_gemm_scratch *slot) {
   cpu_gemm_scratch mine = kept;
