@@ -66,14 +66,15 @@ static inline kernel_level cpu_kernel_level(void) {
 }
 
 /* Outputs at least this large are written with non-temporal (streaming)
- * stores: streaming skips reading each destination line before it is
- * written (a third of a copy's traffic), and an output of twice a core's L2
- * (1-2 MiB on current x86) is not read back from the cores' own caches.
- * Softmax f32 1024x1024 (4 MiB out) went 0.28-0.30 -> 0.21 ms on 2 Zen 4
- * cores when the limit came down from 8 MiB (docs/PERFORMANCE.md). A
- * constant, as the cache sizes reported inside virtual machines cannot be
- * trusted (one here reports a 320 MiB L3 for a 32 MiB one). */
-enum { STREAM_MIN_BYTES = 2 << 20 };
+ * stores: they will not be read back from the cache, and streaming skips
+ * reading each destination line before it is written (a third of a copy's
+ * traffic). Smaller outputs stay in the cache for the op that reads them
+ * next: 2 MiB instead was tried and taken back (docs/PERFORMANCE.md): a
+ * rmsnorm of 4 MiB called again and again went from 0.5 of the one-thread
+ * time to 1.0, its data no longer in L3. A constant, as the cache sizes
+ * reported inside virtual machines cannot be trusted (one here reports a
+ * 320 MiB L3 for a 32 MiB one). */
+enum { STREAM_MIN_BYTES = 8 << 20 };
 
 static inline int should_stream(int64_t elements, int32_t dtype) {
   int64_t element_bytes = dtype == TSR_DTYPE_F32 ? 4 : 2;
