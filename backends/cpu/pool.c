@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "configs.h"
 #include "cpu_internal.h"
@@ -184,7 +185,10 @@ cpu_pool *cpu_pool_create(int threads, int64_t poll_ns) {
   cpu_pool *pool = calloc(1, sizeof *pool);
   if (!pool)
     return NULL;
-  pool->workers = calloc((size_t)threads, sizeof *pool->workers);
+  /* aligned as pool_worker asks (its `cpu` word on its own line) */
+  pool->workers = aligned_alloc(_Alignof(pool_worker), (size_t)threads * sizeof *pool->workers);
+  if (pool->workers)
+    memset(pool->workers, 0, (size_t)threads * sizeof *pool->workers);
   pool->ranges = aligned_alloc(_Alignof(chunk_range), (size_t)threads * sizeof *pool->ranges);
   if (!pool->workers || !pool->ranges) {
     free(pool->workers);
