@@ -39,7 +39,9 @@
       {TSR_FLASH_NAME(f16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},
 #define KERNEL_FLASH_SERVING(DP, BQ, BKV, W, S, Q)                                                 \
   {TSR_FLASH_SERVING_NAME(bf16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},      \
-      {TSR_FLASH_SERVING_NAME(f16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},
+      {TSR_FLASH_SERVING_NAME(f16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},   \
+      {TSR_FLASH_VARLEN_NAME(bf16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},   \
+      {TSR_FLASH_VARLEN_NAME(f16, DP, BQ, BKV, W), TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S), (W)*32},
 #define KERNEL_PER_DTYPE(dt, T)                                                                    \
   {TSR_ATTN_GENERIC_NAME(dt), -1, 0}, {TSR_ROWS_NAME(rmsnorm, dt), -1, 0},                         \
       {TSR_ROWS_NAME(layernorm, dt), -1, 0}, {TSR_ROWS_NAME(softmax, dt), -1, 0},                  \
@@ -141,8 +143,23 @@ enum { PORTABLE_GEMM = sizeof portable_gemm / sizeof portable_gemm[0] };
    .warps = W,                                                                                     \
    .engine = "mma.sync",                                                                           \
    .serving = 1},
-static const gpu_attention_config portable_flash[] = {TSR_FLASH_CONFIGS(FLASH)
-                                                          TSR_FLASH_SERVING_CONFIGS(FLASH_SERVING)};
+/* The varlen forms come first so that packed / per-sequence-length problems
+ * without a block table or softcap take them. */
+#define FLASH_VARLEN(DP, BQ, BKV, W, S, Q)                                                         \
+  {.name = "flash_mma_varlen_d" #DP "_" #BQ "x" #BKV "_w" #W,                                      \
+   .kind = GPU_ATTENTION_FLASH,                                                                    \
+   .head_dim_max = DP,                                                                             \
+   .block_kv = BKV,                                                                                \
+   .kv_stages = S,                                                                                 \
+   .smem = TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S),                                                     \
+   .kernels = {NULL, TSR_FLASH_VARLEN_NAME(f16, DP, BQ, BKV, W),                                   \
+               TSR_FLASH_VARLEN_NAME(bf16, DP, BQ, BKV, W)},                                       \
+   .block_q = BQ,                                                                                  \
+   .warps = W,                                                                                     \
+   .engine = "mma.sync",                                                                           \
+   .serving = 2},
+static const gpu_attention_config portable_flash[] = {TSR_FLASH_CONFIGS(
+    FLASH) TSR_FLASH_SERVING_CONFIGS(FLASH_VARLEN) TSR_FLASH_SERVING_CONFIGS(FLASH_SERVING)};
 static const gpu_attention_config attention_generic = {.name = "flash_generic",
                                                        .kind = GPU_ATTENTION_GENERIC,
                                                        .block_kv = 32,

@@ -80,8 +80,10 @@ typedef struct gpu_attention_config {
    * its arch tables; HIP: the matrix instruction's GPUs); 0: any. */
   uint32_t arch_classes;
   int splits; /* decode: key chunks forced (0: the heuristic) */
-  /* flash: 1 for the serving form (packed / paged / per-sequence lengths,
-   * softcap, faults), which runs serving problems only; 0 runs dense ones */
+  /* flash: 0 runs dense problems only; 1 is the serving form (packed /
+   * paged / per-sequence lengths, softcap, faults), serving problems only;
+   * 2 the varlen form, the serving one without block tables and softcap
+   * (fewer registers: docs/PERFORMANCE.md) */
   int serving;
   /* decode: 1 for the tensor-core kernel (attention_decode_mma.cu, 16-row
    * tiles), 0 for the CUDA-core one */

@@ -313,7 +313,7 @@ static int gemm_candidates(const gpu_device *device, tsr_op op, const void *args
  * packed [total_q, Hq, D]; dense or paged k [., ., Hkv, D] or packed
  * [total_kv, Hkv, D]. An older core's args (no serving fields) are dense. */
 typedef struct attention_shape {
-  bool serving;
+  bool serving, paged_or_capped;
   int64_t batch, heads_q, heads_kv, head_dim, max_q, max_kv;
 } attention_shape;
 
@@ -323,6 +323,7 @@ static attention_shape attention_shape_of(const tsr_attention_args *a) {
   const bool packed_q = appended && a->cu_seqlens_q.buffer;
   const bool packed_kv = appended && a->cu_seqlens_kv.buffer;
   s.serving = tsr_plugin_attention_is_serving(a);
+  s.paged_or_capped = appended && (a->block_table.buffer || a->softcap != 0.0f);
   s.heads_q = a->q.shape[packed_q ? 1 : 2];
   s.head_dim = a->q.shape[packed_q ? 2 : 3];
   s.heads_kv = a->k.shape[packed_kv ? 1 : 2];
@@ -492,6 +493,10 @@ static bool attention_config_runs(const gpu_device *device, int i, const tsr_att
   if (!s.serving && c->serving) {
     snprintf(why, capacity, "%s is the serving form (the dense rows take dense attention)",
              c->name);
+    return false;
+  }
+  if (c->serving == 2 && s.paged_or_capped) {
+    snprintf(why, capacity, "%s is the varlen form (no block table, no softcap)", c->name);
     return false;
   }
   if (c->serving && (s.max_q + c->block_q - 1) / c->block_q > 65535) {
@@ -854,7 +859,10 @@ static void describe(tsr_op op, const gpu_prepared *prepared, char *buf, size_t 
                "flash on tensor cores (%s): %d query rows (%d threads) x %d keys a tile, head "
                "dim padded to %d, %d key/value stage%s%s",
                c->engine, c->block_q, c->warps * 32, c->block_kv, c->head_dim_max, c->kv_stages,
-               c->kv_stages > 1 ? "s" : "", c->serving ? "; serving form (packed/paged)" : "");
+               c->kv_stages > 1 ? "s" : "",
+               c->serving == 2   ? "; varlen form (packed or per-sequence keys)"
+               : c->serving == 1 ? "; serving form (packed/paged, softcap)"
+                                 : "");
     else
       snprintf(
           buf, capacity,

@@ -7,7 +7,8 @@
  * chosen to reach their edges: both tile layouts of each operand, 16-byte
  * aligned rows (cp.async) and unaligned ones (element loads), partial tiles,
  * batches, the fused epilogue, empty groups, causal masks with Sq != Skv,
- * GQA, windows and lse. Exits 77 (skipped) without the device. */
+ * GQA, windows and lse; packed sequences (varlen, softcap). Exits 77 (skipped) without the device.
+ */
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -18,7 +19,7 @@
 #include "tessera/reference.h"
 #include "tessera/tessera.h"
 
-enum { EXIT_SKIP = 77, MAX_TENSORS = 6 };
+enum { EXIT_SKIP = 77, MAX_TENSORS = 8 };
 
 static int failures = 0, runs = 0;
 static uint64_t random_state = 0x9e3779b97f4a7c15ull;
@@ -46,6 +47,10 @@ typedef struct problem {
 
 static tsr_tensor make_tensor(problem *p, tsr_dtype dtype, int rank, const int64_t *storage,
                               double scale) {
+  if (p->count == MAX_TENSORS) {
+    fprintf(stderr, "more than %d tensors in one problem\n", MAX_TENSORS);
+    exit(1);
+  }
   host_tensor *t = &p->tensors[p->count++];
   int64_t elements = 1;
   for (int i = 0; i < rank; i++)
@@ -249,6 +254,56 @@ static void attention_case(problem *p, tsr_dtype dtype, int64_t b, int64_t hq, i
   release(p);
 }
 
+/* An i32 tensor holding `values` (cu_seqlens). */
+static tsr_tensor make_i32(problem *p, int64_t count, const int32_t *values) {
+  tsr_tensor t = make_tensor(p, TSR_DTYPE_I32, 1, &count, 0.0);
+  host_tensor *h = &p->tensors[p->count - 1];
+  memcpy(h->host, values, (size_t)count * sizeof(int32_t));
+  if (tsr_buffer_write(p->queue, t.buffer, 0, h->host, h->bytes) != TSR_OK) {
+    fprintf(stderr, "cannot write cu_seqlens: %s\n", tsr_last_error());
+    exit(1);
+  }
+  return t;
+}
+
+/* Packed sequences (q [total_q, Hq, D], k and v [total_kv, Hkv, D]) with
+ * lengths from q_lens / kv_lens, empty ones included: every serving and
+ * varlen flash variant, the decode kernels where the query rows are few. */
+static void packed_attention_case(problem *p, tsr_dtype dtype, int64_t b, const int32_t *q_lens,
+                                  const int32_t *kv_lens, int64_t hq, int64_t hkv, int64_t d,
+                                  bool causal, float softcap) {
+  int32_t cu_q[9] = {0}, cu_kv[9] = {0};
+  int64_t max_q = 0, max_kv = 0;
+  for (int64_t i = 0; i < b; i++) {
+    cu_q[i + 1] = cu_q[i] + q_lens[i];
+    cu_kv[i + 1] = cu_kv[i] + kv_lens[i];
+    max_q = q_lens[i] > max_q ? q_lens[i] : max_q;
+    max_kv = kv_lens[i] > max_kv ? kv_lens[i] : max_kv;
+  }
+  int64_t q_shape[3] = {cu_q[b], hq, d}, kv_shape[3] = {cu_kv[b], hkv, d};
+  int64_t lse_shape[2] = {hq, cu_q[b]};
+  tsr_attention_desc desc = TSR_ATTENTION_DESC_INIT;
+  desc.q = make_tensor(p, dtype, 3, q_shape, 2.0);
+  desc.k = make_tensor(p, dtype, 3, kv_shape, 1.0);
+  desc.v = make_tensor(p, dtype, 3, kv_shape, 1.0);
+  desc.o = make_tensor(p, dtype, 3, q_shape, 1.0);
+  desc.lse = make_tensor(p, TSR_DTYPE_F32, 2, lse_shape, 1.0);
+  desc.cu_seqlens_q = make_i32(p, b + 1, cu_q);
+  desc.cu_seqlens_kv = make_i32(p, b + 1, cu_kv);
+  desc.max_seqlen_q = max_q;
+  desc.max_seqlen_kv = max_kv;
+  desc.causal = causal;
+  desc.window_right = causal ? 0 : -1;
+  desc.softcap = softcap;
+  char what[96];
+  snprintf(what, sizeof what, "attention %s packed b%lld hq%lld hkv%lld max %lldx%lld d%lld%s%s",
+           tsr_dtype_name(dtype), (long long)b, (long long)hq, (long long)hkv, (long long)max_q,
+           (long long)max_kv, (long long)d, causal ? " causal" : "", softcap > 0 ? " softcap" : "");
+  run_variants(p, TSR_OP_ATTENTION, &desc, &desc.variant, what, &desc.o, cu_q[b] * hq * d,
+               &desc.lse, hq * cu_q[b], bound_for(dtype, false) * 2.0);
+  release(p);
+}
+
 int main(int argc, char **argv) {
   /* The device: cuda:0, or another GPU plugin's (tests/hip runs hip:0). */
   const char *selector = argc > 1 ? argv[1] : "cuda:0";
@@ -315,6 +370,17 @@ int main(int argc, char **argv) {
     attention_case(&p, dt, 1, 4, 1, 70, 70, 128, false, -1);
     attention_case(&p, dt, 1, 2, 2, 129, 129, 200, true, 33);
     attention_case(&p, dt, 1, 2, 1, 1, 257, 40, true, -1);
+  }
+  /* Packed sequences: prefill (q as long as keys, an empty one, one of a
+   * row, lengths off every tile) and few rows against longer keys. */
+  static const int32_t prefill[4] = {130, 0, 1, 267}, few_q[4] = {3, 0, 16, 1};
+  static const int32_t few_kv[4] = {100, 5, 16, 1029};
+  for (int di = 0; di < 2; di++) {
+    tsr_dtype dt = dtypes[di];
+    packed_attention_case(&p, dt, 4, prefill, prefill, 4, 2, 128, true, 0.0f);
+    packed_attention_case(&p, dt, 4, prefill, prefill, 8, 1, 64, false, 0.0f);
+    packed_attention_case(&p, dt, 4, prefill, prefill, 4, 4, 96, true, 20.0f);
+    packed_attention_case(&p, dt, 4, few_q, few_kv, 8, 2, 128, true, 0.0f);
   }
   printf("%d passed, %d failed\n", runs - failures, failures);
   tsr_queue_destroy(p.queue);

@@ -14,13 +14,17 @@
  *   are zero-padded to DP. The scale rides in the exp2 FMA.
  * - tsr_attention_flash_serving_<dt>_d<DP>_<BQ>x<BKV>_w<W>: the same kernel
  *   for serving problems on a grid (Hq, batch, query tiles) whose last query
- *   tiles launch first (flash_serving_tile: the costliest tiles of every
+ *   tiles launch first (flash_serving_at: the costliest tiles of every
  *   sequence before any cheaper one, longest-first as a list scheduler
  *   wants); blockIdx.y is a sequence, resolved (and at fault:
  *   NaN rows, the fault recorded) as the generic kernel does; packed q rows
  *   from the sequence's first, dense / packed / paged keys (a paged row's
  *   address from its block-table entry: one entry a tile when cache blocks
  *   are whole tiles, else one a row), per-sequence masks, softcap.
+ * - tsr_attention_flash_varlen_<dt>_d<DP>_<BQ>x<BKV>_w<W>: the serving kernel
+ *   without the block table and the softcap (packed or per-sequence-length
+ *   keys), for variable-length prefill: the paged addressing and the tanh
+ *   left in the loop cost a tenth of the rate in registers and stalls.
  * - tsr_attention_wgmma_*: the same on sm_90a with warpgroup products
  *   (NVIDIA-only: backends/cuda/kernels/attention_sm90.cu, which shares this
  *   file's helpers).
@@ -89,32 +93,40 @@ TSR_DEVICE attn_seq attn_seq_head(const attention_params &p, int64_t b) {
   attn_seq s = {0, p.seq_q, 0, p.seq_kv, -1, true};
   if (!p.serving)
     return s;
+  /* Every index is loaded before any is checked: the loads overlap instead
+   * of paying a memory latency each at the block's start. */
+  int64_t q_lo = 0, q_hi = 0, kv_lo = 0, kv_hi = 0, len = 0;
   if (p.cu_q) {
-    const int64_t lo = attn_index(p.cu_q, b * p.cu_q_stride);
-    const int64_t hi = attn_index(p.cu_q, (b + 1) * p.cu_q_stride);
-    if (lo < 0 || hi < lo || hi > p.q_rows) {
+    q_lo = attn_index(p.cu_q, b * p.cu_q_stride);
+    q_hi = attn_index(p.cu_q, (b + 1) * p.cu_q_stride);
+  }
+  if (p.cu_kv) {
+    kv_lo = attn_index(p.cu_kv, b * p.cu_kv_stride);
+    kv_hi = attn_index(p.cu_kv, (b + 1) * p.cu_kv_stride);
+  }
+  if (p.seqlens_kv)
+    len = attn_index(p.seqlens_kv, b * p.seqlens_stride);
+  if (p.cu_q) {
+    if (q_lo < 0 || q_hi < q_lo || q_hi > p.q_rows) {
       s.fault = TSR_GPU_FAULT_CU_SEQLENS_Q;
       s.q_located = false;
       s.q_len = 0;
       return s;
     }
-    s.q_first = lo;
-    s.q_len = hi - lo;
+    s.q_first = q_lo;
+    s.q_len = q_hi - q_lo;
   }
   int64_t capacity = p.seq_kv; /* dense Skv, or the paged capacity */
   if (p.cu_kv) {
-    const int64_t lo = attn_index(p.cu_kv, b * p.cu_kv_stride);
-    const int64_t hi = attn_index(p.cu_kv, (b + 1) * p.cu_kv_stride);
-    if (lo < 0 || hi < lo || hi > p.kv_rows) {
+    if (kv_lo < 0 || kv_hi < kv_lo || kv_hi > p.kv_rows) {
       s.fault = TSR_GPU_FAULT_CU_SEQLENS_KV;
       return s;
     }
-    s.kv_first = lo;
-    capacity = hi - lo;
+    s.kv_first = kv_lo;
+    capacity = kv_hi - kv_lo;
   }
   s.kv_len = capacity;
   if (p.seqlens_kv) {
-    const int64_t len = attn_index(p.seqlens_kv, b * p.seqlens_stride);
     if (len < 0 || len > capacity) {
       s.fault = TSR_GPU_FAULT_SEQLENS_KV;
       return s;
@@ -208,12 +220,13 @@ template <int BQ, int BKV> TSR_DEVICE flash_block flash_block_of(const attention
   return b;
 }
 
-/* The serving grid: (Hq, batch, query tiles), the last tiles first. Blocks
- * launch in x, y, z order, so the tiles that see the most keys (a causal
- * sequence's last) of every sequence and head go before any cheaper tile:
- * the costliest work starts first and the grid's tail is short tiles. */
-TSR_DEVICE int64_t flash_serving_tile() {
-  return (int64_t)(gridDim.z - 1 - blockIdx.z);
+/* The serving grid's block: its query head (x), sequence (y) and query tile
+ * (z, the last tiles first: under a causal mask they have the most keys). */
+struct flash_serving_coords {
+  int64_t head, seq, tile;
+};
+TSR_DEVICE flash_serving_coords flash_serving_at() {
+  return {(int64_t)blockIdx.x, (int64_t)blockIdx.y, (int64_t)(gridDim.z - 1 - blockIdx.z)};
 }
 
 /* The serving form of flash_block_of for sequence `seq` (resolved, no
@@ -221,11 +234,12 @@ TSR_DEVICE int64_t flash_serving_tile() {
  * batch entry (dense); k and v of its key rows (packed: from kv_first;
  * paged: the kv head only, rows come through the block table). */
 template <int BQ, int BKV>
-TSR_DEVICE flash_block flash_serving_block_of(const attention_params &p, const attn_seq &seq) {
+TSR_DEVICE flash_block flash_serving_block_of(const attention_params &p, const attn_seq &seq,
+                                              const flash_serving_coords &at) {
   flash_block b;
-  b.q0 = flash_serving_tile() * BQ;
-  b.head = blockIdx.x;
-  b.batch = blockIdx.y;
+  b.q0 = at.tile * BQ;
+  b.head = at.head;
+  b.batch = at.seq;
   const int64_t kv_head = b.head / p.group;
   b.q = (const uint16_t *)p.q + b.batch * p.q_b + seq.q_first * p.q_s + b.head * p.q_h;
   if (p.paged) {
@@ -247,9 +261,9 @@ TSR_DEVICE flash_block flash_serving_block_of(const attention_params &p, const a
  * NaN in the o rows and lse entries of the block's query tile [q0, q0 + BQ)
  * where they can be found. */
 template <typename T>
-TSR_DEVICE void flash_fault_rows(const attention_params &p, const attn_seq &seq, int64_t q0,
-                                 int rows) {
-  const int64_t b = blockIdx.y, head = blockIdx.x;
+TSR_DEVICE void flash_fault_rows(const attention_params &p, const attn_seq &seq,
+                                 const flash_serving_coords &at, int64_t q0, int rows) {
+  const int64_t b = at.seq, head = at.head;
   if (threadIdx.x == 0)
     attn_fault(p, seq.fault, b);
   if (!seq.q_located)
@@ -289,7 +303,8 @@ template <typename T> TSR_DEVICE uint32_t attn_pack2(float lo, float hi) {
  * rows (MT m16 tiles: two tiles per warp halve the K/V shared-memory reads
  * per product), BKV keys per tile, STAGES key/value buffers, Q fragments
  * kept in registers or re-read from shared memory each tile. */
-template <typename T, int DP, int BQ, int BKV, int WARPS, int STAGES, bool Q_REGS, bool SERVING>
+template <typename T, int DP, int BQ, int BKV, int WARPS, int STAGES, bool Q_REGS, bool SERVING,
+          bool GENERAL>
 TSR_DEVICE void flash_body(const attention_params &p) {
   constexpr int THREADS = WARPS * 32, ROWS_PER_WARP = BQ / WARPS, MT = ROWS_PER_WARP / 16;
   constexpr int PITCH = DP + TSR_GPU_FLASH_PAD;
@@ -309,26 +324,28 @@ TSR_DEVICE void flash_body(const attention_params &p) {
    * fault ends the block after its NaN rows; tiles past the sequence's
    * query rows have nothing to do. */
   attn_seq seq = {0, p.seq_q, 0, p.seq_kv, -1, true};
+  const flash_serving_coords at = SERVING ? flash_serving_at() : flash_serving_coords{0, 0, 0};
   if (SERVING) {
-    seq = attn_seq_resolve(p, blockIdx.y);
-    const int64_t tile_q0 = flash_serving_tile() * BQ;
+    seq = GENERAL ? attn_seq_resolve(p, at.seq) : attn_seq_head(p, at.seq);
+    const int64_t tile_q0 = at.tile * BQ;
     if (seq.fault >= 0) {
-      flash_fault_rows<T>(p, seq, tile_q0, BQ);
+      flash_fault_rows<T>(p, seq, at, tile_q0, BQ);
       return;
     }
     if (tile_q0 >= seq.q_len)
       return;
   }
   const flash_block block =
-      SERVING ? flash_serving_block_of<BQ, BKV>(p, seq) : flash_block_of<BQ, BKV>(p);
+      SERVING ? flash_serving_block_of<BQ, BKV>(p, seq, at) : flash_block_of<BQ, BKV>(p);
   const int64_t q0 = block.q0, head = block.head, batch = block.batch;
-  const int seq_q = (int)seq.q_len, seq_kv = (int)seq.kv_len, dim = (int)p.head_dim;
+  const int dim = (int)p.head_dim;
+  const int seq_q = (int)seq.q_len, seq_kv = (int)seq.kv_len;
   const uint16_t *q_base = block.q, *k_base = block.k, *v_base = block.v;
   const int first_tile = block.first_tile, tile_count = block.tile_count;
   /* paged keys: a tile lies in one cache block when blocks are whole tiles
    * (one table entry a tile), else each row reads its own entry */
-  const bool paged = SERVING && p.paged, tile_in_block = paged && p.block_size % BKV == 0;
-  const bool capped = SERVING && p.softcap > 0.0f;
+  const bool paged = GENERAL && p.paged, tile_in_block = paged && p.block_size % BKV == 0;
+  const bool capped = GENERAL && p.softcap > 0.0f;
 
 #if TSR_GPU_HAS_MMA_SYNC
   /* Each thread copies 16 bytes at one fixed column of rows load_row,
@@ -410,10 +427,7 @@ TSR_DEVICE void flash_body(const attention_params &p) {
     }
   uint32_t q_frag[Q_REGS ? MT : 1][Q_REGS ? DK : 1][4];
 
-  const int shift = seq_kv - seq_q;
   const int warp_row0 = (int)q0 + warp * ROWS_PER_WARP;
-  const int warp_row_end = warp_row0 + ROWS_PER_WARP < seq_q ? warp_row0 + ROWS_PER_WARP : seq_q;
-  const int pos_first = warp_row0 + shift, pos_last = warp_row_end - 1 + shift;
   const int window_left = p.window_left < 0 ? -1 : (int)p.window_left;
   const int window_right = p.window_right < 0 ? -1 : (int)p.window_right;
   /* Scores stay unscaled and the scale rides in the exp2 FMA (s * c - m * c)
@@ -443,6 +457,9 @@ TSR_DEVICE void flash_body(const attention_params &p) {
 
     /* Warp-uniform: a tile none of this warp's rows sees is skipped, and
      * one all of them see in full needs no mask. */
+    const int shift = seq_kv - seq_q;
+    const int warp_row_end = warp_row0 + ROWS_PER_WARP < seq_q ? warp_row0 + ROWS_PER_WARP : seq_q;
+    const int pos_first = warp_row0 + shift, pos_last = warp_row_end - 1 + shift;
     const bool skip = warp_row0 >= seq_q || kv0 >= seq_kv ||
                       (window_right >= 0 && kv0 > pos_last + window_right) ||
                       (window_left >= 0 && kv0 + BKV - 1 < pos_first - window_left);
@@ -760,19 +777,24 @@ template <typename T> TSR_DEVICE void attention_generic_body(const attention_par
   TSR_KERNEL void __launch_bounds__((WARPS)*32)                                                    \
       tsr_attention_flash_##dt##_d##DP##_##BQ##x##BKV##_w##WARPS(                                  \
           TSR_PARAMS(tsr_gpu_attention_params) p) {                                                \
-    flash_body<T, DP, BQ, BKV, WARPS, STAGES, QREGS != 0, false>(p);                               \
+    flash_body<T, DP, BQ, BKV, WARPS, STAGES, QREGS != 0, false, false>(p);                        \
   }
 #define TSR_DEFINE_FLASH(DP, BQ, BKV, WARPS, STAGES, QREGS)                                        \
   TSR_DEFINE_FLASH_DTYPE(bf16, tsr_bf16, DP, BQ, BKV, WARPS, STAGES, QREGS)                        \
   TSR_DEFINE_FLASH_DTYPE(f16, tsr_f16, DP, BQ, BKV, WARPS, STAGES, QREGS)
 TSR_FLASH_CONFIGS(TSR_DEFINE_FLASH)
-/* Serving forms (packed / paged / per-sequence lengths, softcap, faults):
- * grid (ceil(max_seqlen_q / BQ), Hq, batch). */
+/* Serving forms (packed / paged / per-sequence lengths, softcap, faults;
+ * varlen: neither paged nor capped): grid (Hq, batch, query tiles). */
 #define TSR_DEFINE_FLASH_SERVING_DTYPE(dt, T, DP, BQ, BKV, WARPS, STAGES, QREGS)                   \
   TSR_KERNEL void __launch_bounds__((WARPS)*32)                                                    \
       tsr_attention_flash_serving_##dt##_d##DP##_##BQ##x##BKV##_w##WARPS(                          \
           TSR_PARAMS(tsr_gpu_attention_params) p) {                                                \
-    flash_body<T, DP, BQ, BKV, WARPS, STAGES, QREGS != 0, true>(p);                                \
+    flash_body<T, DP, BQ, BKV, WARPS, STAGES, QREGS != 0, true, true>(p);                          \
+  }                                                                                                \
+  TSR_KERNEL void __launch_bounds__((WARPS)*32)                                                    \
+      tsr_attention_flash_varlen_##dt##_d##DP##_##BQ##x##BKV##_w##WARPS(                           \
+          TSR_PARAMS(tsr_gpu_attention_params) p) {                                                \
+    flash_body<T, DP, BQ, BKV, WARPS, STAGES, QREGS != 0, true, false>(p);                         \
   }
 #define TSR_DEFINE_FLASH_SERVING(DP, BQ, BKV, WARPS, STAGES, QREGS)                                \
   TSR_DEFINE_FLASH_SERVING_DTYPE(bf16, tsr_bf16, DP, BQ, BKV, WARPS, STAGES, QREGS)                \

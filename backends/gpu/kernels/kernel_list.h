@@ -105,6 +105,8 @@
   "tsr_attention_flash_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
 #define TSR_FLASH_SERVING_NAME(dt, DP, BQ, BKV, W)                                                 \
   "tsr_attention_flash_serving_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
+#define TSR_FLASH_VARLEN_NAME(dt, DP, BQ, BKV, W)                                                  \
+  "tsr_attention_flash_varlen_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
 #define TSR_ATTN_GENERIC_NAME(dt) "tsr_attention_generic_" #dt
 #define TSR_DECODE_NAME(dt, DP, RT) "tsr_attention_decode_" #dt "_d" #DP "_r" #RT
 #define TSR_DECODE_MMA_NAME(dt, DP, BKV, S)                                                        \
