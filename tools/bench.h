@@ -28,6 +28,7 @@ typedef enum criterion_kind {
   OVER_OWN_RATE,     /* GFLOP/s / GFLOP/s of another row */
   WEIGHTS_OVER_COPY, /* GB/s of B (the weights) / copy bandwidth */
   BYTES_OVER_COPY,   /* GB/s / copy bandwidth */
+  BYTES_OVER_READ,   /* GB/s / read-only bandwidth (CPU devices, where it is measured) */
   /* against the same row on the suite's reference device (the first device
    * of its `reference` backend, in the same run) */
   OVER_REFERENCE_CUBLASLT, /* cuBLASLt time there / this device's time */
@@ -40,6 +41,7 @@ typedef struct suite_criterion {
   int reference; /* OVER_OPENBLAS: the variant; OVER_OWN_RATE: the row */
   double threshold;
   bool supplementary; /* not part of the acceptance: shown for context, tallied apart */
+  char on[16];        /* `on`: "" every device judged; "cpu" CPU devices; else a backend */
 } suite_criterion;
 
 #define BENCH_MAX_ROWS 64
@@ -207,6 +209,8 @@ const char *bench_suite_skip_reason(const bench_suite *suite, const tsr_device_i
 /* Whether the suite judges its criteria on this device (not on its
  * reference devices). */
 bool bench_suite_judges(const bench_suite *suite, const tsr_device_info *info);
+/* Whether the criterion's `on` takes in the device. */
+bool bench_criterion_applies(const suite_criterion *c, const tsr_device_info *info);
 
 /* ---- output (bench_report.c) ---- */
 

@@ -319,12 +319,13 @@ static const struct {
     {"over-row", OVER_OWN_RATE, 2},
     {"weights-over-copy", WEIGHTS_OVER_COPY, 0},
     {"bytes-over-copy", BYTES_OVER_COPY, 0},
+    {"bytes-over-read", BYTES_OVER_READ, 0},
     {"over-reference-cublaslt", OVER_REFERENCE_CUBLASLT, 0},
     {"over-reference-rate", OVER_REFERENCE_RATE, 0},
 };
 #define MEASURE_COUNT (int)(sizeof measures / sizeof measures[0])
 
-/* criterion ROW MEASURE [ARGUMENT] >= THRESHOLD [supplementary] */
+/* criterion ROW MEASURE [ARGUMENT] >= THRESHOLD [supplementary] [on DEVICES] */
 static bool parse_criterion(parser *p, char **w, int n) {
   bench_suite *s = p->suite;
   if (s->criterion_count == BENCH_MAX_CRITERIA)
@@ -343,7 +344,7 @@ static bool parse_criterion(parser *p, char **w, int n) {
     return fail_at(p,
                    "unknown measure '%.40s' (over-openblas, over-cublaslt, over-vendor-blas, "
                    "tflops, over-row, "
-                   "weights-over-copy, bytes-over-copy, over-reference-cublaslt, "
+                   "weights-over-copy, bytes-over-copy, bytes-over-read, over-reference-cublaslt, "
                    "over-reference-rate)",
                    w[2]);
   c->kind = measures[m].kind;
@@ -377,8 +378,21 @@ static bool parse_criterion(parser *p, char **w, int n) {
     c->supplementary = true;
     next++;
   }
+  if (next < n && strcmp(w[next], "on") == 0) {
+    /* on cpu|BACKEND: the devices the line judges (the others skip it) */
+    if (next + 1 >= n)
+      return fail_at(p, "'on' needs cpu or a backend name");
+    const char *value = w[next + 1];
+    if (!is_name(value, sizeof c->on - 1) || strchr(value, ':') != NULL ||
+        strcmp(value, "any") == 0)
+      return fail_at(p, "'%.40s' is not cpu or a backend name", value);
+    snprintf(c->on, sizeof c->on, "%s", value);
+    next += 2;
+  }
   if (next < n)
-    return fail_at(p, "unexpected '%.40s' after the threshold (only 'supplementary' may follow)",
+    return fail_at(p,
+                   "unexpected '%.40s' after the threshold (only 'supplementary' and 'on "
+                   "DEVICES' may follow)",
                    w[next]);
   const problem_spec *row = &s->rows[c->row];
   if (c->kind == WEIGHTS_OVER_COPY && row->op != TSR_OP_GEMM)

@@ -30,6 +30,14 @@ bool bench_suite_judges(const bench_suite *suite, const tsr_device_info *info) {
   return runs_on(suite, info);
 }
 
+bool bench_criterion_applies(const suite_criterion *c, const tsr_device_info *info) {
+  if (c->on[0] == '\0')
+    return true;
+  if (strcmp(c->on, "cpu") == 0)
+    return info->type == TSR_DEVICE_CPU;
+  return strcmp(info->backend, c->on) == 0;
+}
+
 const char *bench_suite_skip_reason(const bench_suite *suite, const tsr_device_info *info,
                                     bool named, char *buf, size_t capacity) {
   bool reference = suite->reference[0] != '\0' && strcmp(info->backend, suite->reference) == 0;
@@ -174,6 +182,17 @@ void bench_judge(const suite_criterion *c, const bench_row *device_rows, const b
       snprintf(result->why, sizeof result->why, "copy bandwidth not measured");
     }
     break;
+  case BYTES_OVER_READ: {
+    /* the read-only passes around the row, else the calibration's (CPUs) */
+    snprintf(result->text, sizeof result->text, "%s %s %s: GB/s / read bandwidth", op, dtype,
+             shape);
+    double read_gbs = isfinite(row->read_gbs) ? row->read_gbs : cal->read_gbs;
+    if (row_ok(row) && isfinite(read_gbs))
+      result->measured = row->gbs / read_gbs;
+    else if (row_ok(row))
+      snprintf(result->why, sizeof result->why, "read bandwidth not measured (CPU devices only)");
+    break;
+  }
   }
   if (!row_ok(row))
     snprintf(result->why, sizeof result->why, "row failed");

@@ -850,7 +850,8 @@ int cmd_bench(int argc, char **argv) {
     const bench_row *reference_rows =
         reference >= 0 ? &rows[(size_t)reference * (size_t)spec_count] : NULL;
     for (int c = 0; c < suite_criterion_count; c++)
-      if (device_present[suite_criteria[c].row]) /* --op, --shape may leave rows out */
+      if (device_present[suite_criteria[c].row] && /* --op, --shape may leave rows out */
+          bench_criterion_applies(&suite_criteria[c], &selection.infos[d]))
         bench_judge(&suite_criteria[c], device_rows, device_present, reference_rows,
                     reference >= 0 ? selection.infos[reference].selector : NULL, suite->reference,
                     &cals[d], specs, &criteria[criterion_count++]);

@@ -250,11 +250,17 @@ static tsr_status run_attention(gpu_queue *queue, const tsr_attention_args *a,
   } else if (c->kind == GPU_ATTENTION_FLASH) {
     /* Serving form: grid (Hq, batch, query tiles of the longest sequence's
      * bound, at least one so that every sequence's indices are checked),
-     * tile-major so that the costliest tiles launch first (attention.cu) */
-    int64_t tiles = gpu_ceil_div(p.max_seqlen_q, c->block_q); /* <= 65535: select.c */
-    status = gpu_launch(queue, prepared->kernel, (uint64_t)p.heads_q, (unsigned)batch,
-                        (unsigned)(tiles < 1 ? 1 : tiles), (unsigned)c->warps * 32,
-                        (unsigned)c->smem, &p);
+     * tile-major so that the costliest tiles launch first; the varlen form:
+     * (query tiles, Hq, batch) (attention.cu's flash_serving_at says why) */
+    int64_t tiles = gpu_ceil_div(p.max_seqlen_q, c->block_q); /* serving: <= 65535 (select.c) */
+    if (tiles < 1)
+      tiles = 1;
+    if (c->serving == 2)
+      status = gpu_launch(queue, prepared->kernel, (uint64_t)tiles, (unsigned)p.heads_q,
+                          (unsigned)batch, (unsigned)c->warps * 32, (unsigned)c->smem, &p);
+    else
+      status = gpu_launch(queue, prepared->kernel, (uint64_t)p.heads_q, (unsigned)batch,
+                          (unsigned)tiles, (unsigned)c->warps * 32, (unsigned)c->smem, &p);
   } else if (c->kind == GPU_ATTENTION_DECODE) {
     status = run_decode(queue, &p, prepared, a->q.dtype);
   } else {

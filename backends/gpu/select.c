@@ -499,8 +499,8 @@ static bool attention_config_runs(const gpu_device *device, int i, const tsr_att
     snprintf(why, capacity, "%s is the varlen form (no block table, no softcap)", c->name);
     return false;
   }
-  if (c->serving && (s.max_q + c->block_q - 1) / c->block_q > 65535) {
-    /* (its grid's z holds the query tiles) */
+  if (c->serving == 1 && (s.max_q + c->block_q - 1) / c->block_q > 65535) {
+    /* (its grid's z holds the query tiles; the varlen form's x) */
     snprintf(why, capacity, "%s takes up to 65535 query tiles of %d (max_seqlen_q %lld)", c->name,
              c->block_q, (long long)s.max_q);
     return false;

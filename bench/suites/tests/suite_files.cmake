@@ -101,6 +101,18 @@ if(HAVE_CPU)
       EXPECT "gemm +f32 +64x64x64\n" "bench --list: 1 row " REJECT "softmax")
   run(EXIT zero ARGS bench --suite ${WORK_DIR}/mine.suite --device cpu --list --short
       EXPECT "softmax +bf16 +32x128\n" "bench --list: 2 rows")
+  # Criteria scoped with `on`: the CPU judges its own lines and skips the
+  # others; bytes-over-read divides by the read bandwidth timed there.
+  file(WRITE ${WORK_DIR}/scoped.suite
+       "# SPDX-License-Identifier: Apache-2.0\nabout scoped criteria\nruns-on cpu\n"
+       "row sm softmax f32 64x4096\n"
+       "criterion sm bytes-over-read >= 0 on cpu\n"
+       "criterion sm bytes-over-copy >= 0 supplementary on vulkan\n"
+       "criterion sm tflops >= 0\n")
+  run(EXIT zero ARGS bench --suite ${WORK_DIR}/scoped.suite --device cpu
+      EXPECT "cpu:0 +softmax f32 64x4096: GB/s / read bandwidth +[0-9.]+ +>= 0"
+             "cpu:0 +softmax f32 64x4096: TFLOP/s" "0 FAIL, 0 n/a"
+      REJECT "/ copy bandwidth +[0-9.]")
 endif()
 
 # ---- broken and hostile files ----
@@ -125,6 +137,14 @@ broken(threshold-missing ":3: expected a threshold after '>='" ${ok} "criterion 
 broken(no-comparison ":3: expected '>= THRESHOLD' after tflops" ${ok} "criterion a tflops 250")
 broken(after-threshold ":3: unexpected 'extra' after the threshold" ${ok}
        "criterion a tflops >= 1 supplementary extra")
+broken(on-missing ":3: 'on' needs cpu or a backend name" ${ok} "criterion a tflops >= 1 on")
+broken(on-any ":3: 'any' is not cpu or a backend name" ${ok} "criterion a tflops >= 1 on any")
+broken(on-selector ":3: 'cuda:0' is not cpu or a backend name" ${ok}
+       "criterion a tflops >= 1 supplementary on cuda:0")
+broken(on-then-junk ":3: unexpected 'x' after the threshold" ${ok}
+       "criterion a tflops >= 1 on cpu x")
+broken(on-before-supplementary ":3: unexpected 'supplementary' after the threshold" ${ok}
+       "criterion a tflops >= 1 on cpu supplementary")
 broken(unknown-op ":2: unknown op 'gemmm'" "about x" "row a gemmm f32 8x8x8")
 broken(unknown-dtype ":2: unknown dtype 'f64'" "about x" "row a gemm f64 8x8x8")
 broken(bad-shape ":2: shape '8x8' does not fit gemm" "about x" "row a gemm f32 8x8")
