@@ -129,35 +129,25 @@ enum { PORTABLE_GEMM = sizeof portable_gemm / sizeof portable_gemm[0] };
  * on sm_90, then a vendor's (CUDA: the sm_90a wgmma ones, slower so far:
  * docs/PERFORMANCE.md), which tune can still pick; the generic kernel last. */
 /* The serving forms of some of them: serving problems only (the dense
- * rows decline those), same tiles. */
-#define FLASH_SERVING(DP, BQ, BKV, W, S, Q)                                                        \
-  {.name = "flash_mma_serving_d" #DP "_" #BQ "x" #BKV "_w" #W,                                     \
+ * rows decline those), same tiles. FORM serving (1: packed / paged /
+ * softcap) or varlen (2: neither paged nor capped); the varlen rows come
+ * first so that packed / per-sequence-length problems without a block
+ * table or softcap take them. */
+#define FLASH_FORM(FORM, SERVING, DP, BQ, BKV, W, S)                                               \
+  {.name = "flash_mma_" #FORM "_d" #DP "_" #BQ "x" #BKV "_w" #W,                                   \
    .kind = GPU_ATTENTION_FLASH,                                                                    \
    .head_dim_max = DP,                                                                             \
    .block_kv = BKV,                                                                                \
    .kv_stages = S,                                                                                 \
    .smem = TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S),                                                     \
-   .kernels = {NULL, TSR_FLASH_SERVING_NAME(f16, DP, BQ, BKV, W),                                  \
-               TSR_FLASH_SERVING_NAME(bf16, DP, BQ, BKV, W)},                                      \
+   .kernels = {NULL, TSR_FLASH_FORM_NAME(FORM, f16, DP, BQ, BKV, W),                               \
+               TSR_FLASH_FORM_NAME(FORM, bf16, DP, BQ, BKV, W)},                                   \
    .block_q = BQ,                                                                                  \
    .warps = W,                                                                                     \
    .engine = "mma.sync",                                                                           \
-   .serving = 1},
-/* The varlen forms come first so that packed / per-sequence-length problems
- * without a block table or softcap take them. */
-#define FLASH_VARLEN(DP, BQ, BKV, W, S, Q)                                                         \
-  {.name = "flash_mma_varlen_d" #DP "_" #BQ "x" #BKV "_w" #W,                                      \
-   .kind = GPU_ATTENTION_FLASH,                                                                    \
-   .head_dim_max = DP,                                                                             \
-   .block_kv = BKV,                                                                                \
-   .kv_stages = S,                                                                                 \
-   .smem = TSR_GPU_FLASH_SMEM(DP, BQ, BKV, S),                                                     \
-   .kernels = {NULL, TSR_FLASH_VARLEN_NAME(f16, DP, BQ, BKV, W),                                   \
-               TSR_FLASH_VARLEN_NAME(bf16, DP, BQ, BKV, W)},                                       \
-   .block_q = BQ,                                                                                  \
-   .warps = W,                                                                                     \
-   .engine = "mma.sync",                                                                           \
-   .serving = 2},
+   .serving = SERVING},
+#define FLASH_SERVING(DP, BQ, BKV, W, S, Q) FLASH_FORM(serving, 1, DP, BQ, BKV, W, S)
+#define FLASH_VARLEN(DP, BQ, BKV, W, S, Q) FLASH_FORM(varlen, 2, DP, BQ, BKV, W, S)
 static const gpu_attention_config portable_flash[] = {TSR_FLASH_CONFIGS(
     FLASH) TSR_FLASH_SERVING_CONFIGS(FLASH_VARLEN) TSR_FLASH_SERVING_CONFIGS(FLASH_SERVING)};
 static const gpu_attention_config attention_generic = {.name = "flash_generic",

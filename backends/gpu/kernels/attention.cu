@@ -348,8 +348,7 @@ TSR_DEVICE void flash_body(const attention_params &p) {
   const flash_block block =
       SERVING ? flash_serving_block_of<BQ, BKV>(p, seq, at) : flash_block_of<BQ, BKV>(p);
   const int64_t q0 = block.q0, head = block.head, batch = block.batch;
-  const int dim = (int)p.head_dim;
-  const int seq_q = (int)seq.q_len, seq_kv = (int)seq.kv_len;
+  const int seq_q = (int)seq.q_len, seq_kv = (int)seq.kv_len, dim = (int)p.head_dim;
   const uint16_t *q_base = block.q, *k_base = block.k, *v_base = block.v;
   const int first_tile = block.first_tile, tile_count = block.tile_count;
   /* paged keys: a tile lies in one cache block when blocks are whole tiles
@@ -466,7 +465,10 @@ TSR_DEVICE void flash_body(const attention_params &p) {
     const int kv0 = (first_tile + it) * BKV;
 
     /* Warp-uniform: a tile none of this warp's rows sees is skipped, and
-     * one all of them see in full needs no mask. */
+     * one all of them see in full needs no mask. The row bounds are derived
+     * here each tile rather than held across the loop: held, they raise the
+     * serving kernel's spills from 84/116 to 108/164 bytes (ptxas, sm_90a,
+     * d128 128x64). */
     const int shift = seq_kv - seq_q;
     const int warp_row_end = warp_row0 + ROWS_PER_WARP < seq_q ? warp_row0 + ROWS_PER_WARP : seq_q;
     const int pos_first = warp_row0 + shift, pos_last = warp_row_end - 1 + shift;

@@ -103,10 +103,11 @@
 #define TSR_GEMM_SPLITK_NAME "tsr_gemm_splitk_reduce"
 #define TSR_FLASH_NAME(dt, DP, BQ, BKV, W)                                                         \
   "tsr_attention_flash_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
-#define TSR_FLASH_SERVING_NAME(dt, DP, BQ, BKV, W)                                                 \
-  "tsr_attention_flash_serving_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
-#define TSR_FLASH_VARLEN_NAME(dt, DP, BQ, BKV, W)                                                  \
-  "tsr_attention_flash_varlen_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
+/* FORM: serving (packed / paged / softcap) or varlen (neither paged nor capped) */
+#define TSR_FLASH_FORM_NAME(FORM, dt, DP, BQ, BKV, W)                                              \
+  "tsr_attention_flash_" #FORM "_" #dt "_d" #DP "_" #BQ "x" #BKV "_w" #W
+#define TSR_FLASH_SERVING_NAME(dt, DP, BQ, BKV, W) TSR_FLASH_FORM_NAME(serving, dt, DP, BQ, BKV, W)
+#define TSR_FLASH_VARLEN_NAME(dt, DP, BQ, BKV, W) TSR_FLASH_FORM_NAME(varlen, dt, DP, BQ, BKV, W)
 #define TSR_ATTN_GENERIC_NAME(dt) "tsr_attention_generic_" #dt
 #define TSR_DECODE_NAME(dt, DP, RT) "tsr_attention_decode_" #dt "_d" #DP "_r" #RT
 #define TSR_DECODE_MMA_NAME(dt, DP, BKV, S)                                                        \
