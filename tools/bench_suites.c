@@ -17,13 +17,20 @@ const char *bench_backend_label(const char *backend) {
   return backend;
 }
 
+/* Whether the device is of a kind a suite file names (`runs-on`, a
+ * criterion's `on`): "" any device, "cpu" devices of type CPU, else a
+ * backend's devices. */
+static bool device_of_kind(const char *kind, const tsr_device_info *info) {
+  if (kind[0] == '\0')
+    return true;
+  if (strcmp(kind, "cpu") == 0)
+    return info->type == TSR_DEVICE_CPU;
+  return strcmp(info->backend, kind) == 0;
+}
+
 /* Whether the device is one the suite is about (`runs-on`). */
 static bool runs_on(const bench_suite *suite, const tsr_device_info *info) {
-  if (suite->runs_on[0] == '\0')
-    return true;
-  if (strcmp(suite->runs_on, "cpu") == 0)
-    return info->type == TSR_DEVICE_CPU;
-  return strcmp(info->backend, suite->runs_on) == 0;
+  return device_of_kind(suite->runs_on, info);
 }
 
 bool bench_suite_judges(const bench_suite *suite, const tsr_device_info *info) {
@@ -31,11 +38,7 @@ bool bench_suite_judges(const bench_suite *suite, const tsr_device_info *info) {
 }
 
 bool bench_criterion_applies(const suite_criterion *c, const tsr_device_info *info) {
-  if (c->on[0] == '\0')
-    return true;
-  if (strcmp(c->on, "cpu") == 0)
-    return info->type == TSR_DEVICE_CPU;
-  return strcmp(info->backend, c->on) == 0;
+  return device_of_kind(c->on, info);
 }
 
 const char *bench_suite_skip_reason(const bench_suite *suite, const tsr_device_info *info,
