@@ -194,7 +194,7 @@ typedef struct gpu_vendor {
 
 enum {
   GPU_MAX_GEMM_CONFIGS = 48, /* a vendor's rows and the portable ones */
-  GPU_MAX_ATTENTION_CONFIGS = 48,
+  GPU_MAX_ATTENTION_CONFIGS = 64,
   GPU_MAX_ARCH_TABLES = 8,
   GPU_KERNEL_HASH_SLOTS = 1024,
   GPU_ROW_OPS = 4,         /* rmsnorm, layernorm, softmax, cross entropy */
